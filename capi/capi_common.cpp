@@ -1,0 +1,93 @@
+// Versions, errors and enum names: the parts of the ABI that touch no model.
+#include <cstring>
+
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/version.h>
+
+#include "capi/capi_internal.h"
+#include "core/runtime/names.h"
+
+#ifndef CN_VERSION_STRING
+#error "CN_VERSION_STRING must be defined by the build"
+#endif
+
+extern "C" {
+
+void cn_abi_version(uint32_t* major, uint32_t* minor) {
+    if (major) *major = CN_ABI_VERSION_MAJOR;
+    if (minor) *minor = CN_ABI_VERSION_MINOR;
+}
+
+const char* cn_version(void) { return CN_VERSION_STRING; }
+
+const char* cn_build_info(void) {
+    return "cutenative " CN_VERSION_STRING " (torch " TORCH_VERSION
+#ifdef CN_WITH_CUDA
+           ", CUDA kernels on"
+#else
+           ", CUDA kernels off"
+#endif
+           ", " __VERSION__ ")";
+}
+
+const char* cn_status_name(cn_status s) { return cn::status_name(s); }
+
+cn_status cn_error_create(cn_error** out) {
+    if (!out) return CN_STATUS_INVALID_ARGUMENT;
+    *out = new (std::nothrow) cn_error();
+    return *out ? CN_STATUS_OK : CN_STATUS_OUT_OF_HOST_MEMORY;
+}
+
+void cn_error_free(cn_error* err) { delete err; }
+
+cn_status cn_error_status(const cn_error* err) { return err ? err->status : CN_STATUS_OK; }
+
+const char* cn_error_message(const cn_error* err) { return err ? err->message.c_str() : ""; }
+
+void cn_error_clear(cn_error* err) {
+    if (err) {
+        err->status = CN_STATUS_OK;
+        err->message.clear();
+    }
+}
+
+const char* cn_device_type_name(cn_device_type v) { return cn::device_type_name(v); }
+
+const char* cn_dtype_name(cn_dtype v) { return cn::dtype_name(v); }
+
+const char* cn_model_kind_name(cn_model_kind v) { return cn::model_kind_name(v); }
+
+const char* cn_mode_name(cn_mode v) { return cn::mode_name(v); }
+
+cn_status cn_dtype_from_name(const char* name, cn_dtype* out) {
+    if (!name || !out) return CN_STATUS_INVALID_ARGUMENT;
+    for (cn_dtype d : {CN_DTYPE_F32, CN_DTYPE_BF16, CN_DTYPE_F16}) {
+        if (std::strcmp(name, cn_dtype_name(d)) == 0) {
+            *out = d;
+            return CN_STATUS_OK;
+        }
+    }
+    return CN_STATUS_INVALID_ARGUMENT;
+}
+
+cn_status cn_mode_from_name(const char* name, cn_mode* out) {
+    if (!name || !out) return CN_STATUS_INVALID_ARGUMENT;
+    for (cn_mode m : {CN_MODE_EAGER, CN_MODE_GRAPH, CN_MODE_FUSED}) {
+        if (std::strcmp(name, cn_mode_name(m)) == 0) {
+            *out = m;
+            return CN_STATUS_OK;
+        }
+    }
+    return CN_STATUS_INVALID_ARGUMENT;
+}
+
+int32_t cn_cuda_device_count(void) {
+    try {
+        const auto& hooks = at::detail::getCUDAHooks();
+        return hooks.hasCUDA() ? static_cast<int32_t>(hooks.deviceCount()) : 0;
+    } catch (...) {
+        return 0;
+    }
+}
+
+}  // extern "C"

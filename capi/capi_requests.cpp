@@ -1,0 +1,275 @@
+// Run options, forecast requests and generate requests: plain data the caller fills before a call.
+// Setters check structure (NULLs, lengths, ranges); values (NaN/Inf) are checked by the model at call time.
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "capi/capi_internal.h"
+
+using cn::Status;
+using cn::capi::guarded;
+using cn::capi::require;
+
+namespace {
+
+constexpr size_t kMaxSeriesLength = size_t{1} << 28;  // 268M values per series
+constexpr size_t kMaxSeries = size_t{1} << 20;
+constexpr int64_t kMaxHorizon = int64_t{1} << 20;
+constexpr size_t kMaxQuantiles = 1024;
+
+void check_array(const void* p, size_t n, const char* what) {
+    if (n > 0 && p == nullptr) cn::fail(Status::kInvalidArgument, std::string(what) + " is NULL but its length is not 0");
+    if (n > kMaxSeriesLength) {
+        cn::fail(Status::kInvalidArgument, std::string(what) + ": length " + std::to_string(n) + " exceeds the limit of " +
+                                               std::to_string(kMaxSeriesLength));
+    }
+}
+
+cn::ForecastSeries& series_at(cn_forecast_request* req, size_t index, const char* what) {
+    if (index >= req->r.series.size()) {
+        cn::fail(Status::kInvalidArgument, std::string(what) + ": series_index " + std::to_string(index) +
+                                               " but the request has " + std::to_string(req->r.series.size()) + " series");
+    }
+    return req->r.series[index];
+}
+
+template <class T>
+cn_status create(T** out, cn_error* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        require(out, "out");
+        *out = new T();
+    });
+}
+
+std::vector<std::optional<std::string>> copy_labels(const char* const* labels, size_t n) {
+    std::vector<std::optional<std::string>> out;
+    out.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (labels[i]) out.emplace_back(labels[i]);
+        else out.emplace_back(std::nullopt);
+    }
+    return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+/* ---- run options ---- */
+
+cn_status cn_run_options_create(cn_run_options** out, cn_error* err) { return create(out, err); }
+
+void cn_run_options_free(cn_run_options* opts) { delete opts; }
+
+cn_status cn_run_options_set_timeout_ms(cn_run_options* opts, int64_t timeout_ms, cn_error* err) {
+    return guarded(err, [&] {
+        require(opts, "opts");
+        if (timeout_ms < 0) cn::fail(Status::kInvalidArgument, "timeout_ms: must be >= 0");
+        opts->ctx.timeout_ms = timeout_ms;
+    });
+}
+
+cn_status cn_run_options_set_seed(cn_run_options* opts, uint64_t seed, cn_error* err) {
+    return guarded(err, [&] {
+        require(opts, "opts");
+        opts->ctx.seed = seed;
+    });
+}
+
+void cn_run_options_cancel(cn_run_options* opts) {
+    if (opts) opts->ctx.cancel();
+}
+
+void cn_run_options_reset(cn_run_options* opts) {
+    if (opts) opts->ctx.reset();
+}
+
+cn_status cn_run_options_get_progress(const cn_run_options* opts, uint64_t* done, uint64_t* total, cn_error* err) {
+    return guarded(err, [&] {
+        require(opts, "opts");
+        if (done) *done = opts->ctx.done();
+        if (total) *total = opts->ctx.total();
+    });
+}
+
+/* ---- forecast requests ---- */
+
+cn_status cn_forecast_request_create(cn_forecast_request** out, cn_error* err) { return create(out, err); }
+
+void cn_forecast_request_free(cn_forecast_request* req) { delete req; }
+
+cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* values, size_t length, int64_t group,
+                                         size_t* index_out, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        check_array(values, length, "values");
+        if (length == 0) cn::fail(Status::kInvalidArgument, "values: a series needs at least one value");
+        if (group < -1) cn::fail(Status::kInvalidArgument, "group: must be -1 (own task) or >= 0");
+        if (req->r.series.size() >= kMaxSeries) cn::fail(Status::kInvalidArgument, "req: too many series");
+        cn::ForecastSeries s;
+        s.values.assign(values, values + length);
+        s.group = group;
+        req->r.series.push_back(std::move(s));
+        if (index_out) *index_out = req->r.series.size() - 1;
+    });
+}
+
+cn_status cn_forecast_request_add_covariate(cn_forecast_request* req, size_t series_index, const float* past,
+                                            size_t past_length, const float* future, size_t future_length, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        const auto& s = series_at(req, series_index, "covariate");
+        check_array(past, past_length, "past");
+        check_array(future, future_length, "future");
+        if (past_length != s.values.size()) {
+            cn::fail(Status::kInvalidArgument, "past: length " + std::to_string(past_length) + " differs from the series' " +
+                                                   std::to_string(s.values.size()));
+        }
+        cn::ForecastCovariate c;
+        c.series_index = series_index;
+        c.past.assign(past, past + past_length);
+        if (future_length) c.future.assign(future, future + future_length);
+        req->r.covariates.push_back(std::move(c));
+    });
+}
+
+cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_request* req, size_t series_index,
+                                                        const char* const* past, size_t past_length,
+                                                        const char* const* future, size_t future_length, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        const auto& s = series_at(req, series_index, "covariate");
+        check_array(past, past_length, "past");
+        check_array(future, future_length, "future");
+        if (past_length != s.values.size()) {
+            cn::fail(Status::kInvalidArgument, "past: length " + std::to_string(past_length) + " differs from the series' " +
+                                                   std::to_string(s.values.size()));
+        }
+        cn::ForecastCovariate c;
+        c.series_index = series_index;
+        c.categorical = true;
+        c.past_labels = copy_labels(past, past_length);
+        c.future_labels = copy_labels(future, future_length);
+        req->r.covariates.push_back(std::move(c));
+    });
+}
+
+cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, size_t series_index, const int64_t* history,
+                                             size_t history_length, const int64_t* future, size_t future_length,
+                                             cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        auto& s = series_at(req, series_index, "timestamps");
+        check_array(history, history_length, "history");
+        check_array(future, future_length, "future");
+        if (history_length != s.values.size()) {
+            cn::fail(Status::kInvalidArgument, "history: length " + std::to_string(history_length) +
+                                                   " differs from the series' " + std::to_string(s.values.size()));
+        }
+        std::vector<int64_t> all(history, history + history_length);
+        if (future_length) all.insert(all.end(), future, future + future_length);
+        for (size_t i = 1; i < all.size(); ++i) {
+            if (all[i] <= all[i - 1]) {
+                cn::fail(Status::kInvalidArgument, "timestamps: not strictly increasing at position " + std::to_string(i));
+            }
+        }
+        s.timestamps.assign(history, history + history_length);
+        s.future_timestamps.assign(future, future + future_length);
+    });
+}
+
+cn_status cn_forecast_request_set_horizon(cn_forecast_request* req, int64_t horizon, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (horizon < 1 || horizon > kMaxHorizon) {
+            cn::fail(Status::kInvalidArgument, "horizon: must be in [1, " + std::to_string(kMaxHorizon) + "], got " +
+                                                   std::to_string(horizon));
+        }
+        req->r.horizon = horizon;
+    });
+}
+
+cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, const float* levels, size_t count, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        require(levels, "levels");
+        if (count == 0 || count > kMaxQuantiles) {
+            cn::fail(Status::kInvalidArgument, "levels: count must be in [1, " + std::to_string(kMaxQuantiles) + "]");
+        }
+        for (size_t i = 0; i < count; ++i) {
+            if (!(levels[i] > 0.0f && levels[i] < 1.0f)) {
+                cn::fail(Status::kInvalidArgument, "levels[" + std::to_string(i) + "]: must lie in (0, 1)");
+            }
+            if (i > 0 && !(levels[i] > levels[i - 1])) {
+                cn::fail(Status::kInvalidArgument, "levels[" + std::to_string(i) + "]: levels must be strictly increasing");
+            }
+        }
+        req->r.quantiles.assign(levels, levels + count);
+    });
+}
+
+cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float temperature, int32_t top_k, float top_p,
+                                           int32_t sample_count, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (!(std::isfinite(temperature) && temperature > 0.0f)) cn::fail(Status::kInvalidArgument, "temperature: must be finite and > 0");
+        if (top_k < 0) cn::fail(Status::kInvalidArgument, "top_k: must be >= 0");
+        if (!(top_p > 0.0f && top_p <= 1.0f)) cn::fail(Status::kInvalidArgument, "top_p: must lie in (0, 1]");
+        if (sample_count < 1 || sample_count > 4096) cn::fail(Status::kInvalidArgument, "sample_count: must be in [1, 4096]");
+        req->r.temperature = temperature;
+        req->r.top_k = top_k;
+        req->r.top_p = top_p;
+        req->r.sample_count = sample_count;
+    });
+}
+
+/* ---- generate requests ---- */
+
+cn_status cn_generate_request_create(cn_generate_request** out, cn_error* err) { return create(out, err); }
+
+void cn_generate_request_free(cn_generate_request* req) { delete req; }
+
+cn_status cn_generate_request_set_prompt(cn_generate_request* req, const char* prompt, const char* negative_prompt,
+                                         cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        require(prompt, "prompt");
+        req->r.prompt = prompt;
+        req->r.negative_prompt = negative_prompt ? negative_prompt : "";
+    });
+}
+
+cn_status cn_generate_request_set_size(cn_generate_request* req, int32_t width, int32_t height, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        for (auto [v, name] : {std::pair{width, "width"}, std::pair{height, "height"}}) {
+            if (v < 16 || v > 4096 || v % 16 != 0) {
+                cn::fail(Status::kInvalidArgument, std::string(name) + ": must be a multiple of 16 in [16, 4096], got " + std::to_string(v));
+            }
+        }
+        req->r.width = width;
+        req->r.height = height;
+    });
+}
+
+cn_status cn_generate_request_set_steps(cn_generate_request* req, int32_t steps, float guidance, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (steps < 1 || steps > 1000) cn::fail(Status::kInvalidArgument, "steps: must be in [1, 1000]");
+        if (!(std::isfinite(guidance) && guidance >= 0.0f)) cn::fail(Status::kInvalidArgument, "guidance: must be finite and >= 0");
+        req->r.steps = steps;
+        req->r.guidance = guidance;
+    });
+}
+
+cn_status cn_generate_request_set_lora(cn_generate_request* req, const char* lora_path, float scale, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (!std::isfinite(scale)) cn::fail(Status::kInvalidArgument, "scale: must be finite");
+        req->r.lora_path = lora_path ? lora_path : "";
+        req->r.lora_scale = scale;
+    });
+}
+
+}  // extern "C"

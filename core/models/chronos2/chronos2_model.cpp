@@ -1,0 +1,123 @@
+#include "core/models/chronos2/chronos2_model.h"
+
+#include <ATen/core/Tensor.h>
+
+#include "core/common/status.h"
+#include "core/models/chronos2/chronos2_config.h"
+#include "core/runtime/weights.h"
+
+namespace cn::chronos2 {
+namespace {
+
+struct ResidualBlockWeights {
+    at::Tensor hidden_w, hidden_b, output_w, output_b, residual_w, residual_b;
+};
+
+struct LayerWeights {
+    at::Tensor time_norm, time_q, time_k, time_v, time_o;
+    at::Tensor group_norm, group_q, group_k, group_v, group_o;
+    at::Tensor ff_norm, ff_wi, ff_wo;
+};
+
+void expect_residual_block(Weights& w, const std::string& p, int64_t in, int64_t hidden, int64_t out) {
+    w.expect(p + ".hidden_layer.weight", {hidden, in});
+    w.expect(p + ".hidden_layer.bias", {hidden});
+    w.expect(p + ".output_layer.weight", {out, hidden});
+    w.expect(p + ".output_layer.bias", {out});
+    w.expect(p + ".residual_layer.weight", {out, in});
+    w.expect(p + ".residual_layer.bias", {out});
+}
+
+ResidualBlockWeights load_residual_block(const Weights& w, const std::string& p) {
+    return {w.load(p + ".hidden_layer.weight"), w.load(p + ".hidden_layer.bias"),
+            w.load(p + ".output_layer.weight"), w.load(p + ".output_layer.bias"),
+            w.load(p + ".residual_layer.weight"), w.load(p + ".residual_layer.bias")};
+}
+
+class Chronos2Model final : public Model {
+public:
+    Chronos2Model(ModelOptions options, nlohmann::json config, Chronos2Config cfg, const Weights& w)
+        : Model(options, std::move(config)), cfg_(std::move(cfg)) {
+        shared_ = w.load("shared.weight");
+        input_embed_ = load_residual_block(w, "input_patch_embedding");
+        output_embed_ = load_residual_block(w, "output_patch_embedding");
+        final_norm_ = w.load("encoder.final_layer_norm.weight");
+        for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+            const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
+            LayerWeights l;
+            l.time_norm = w.load(b + "0.layer_norm.weight");
+            l.time_q = w.load(b + "0.self_attention.q.weight");
+            l.time_k = w.load(b + "0.self_attention.k.weight");
+            l.time_v = w.load(b + "0.self_attention.v.weight");
+            l.time_o = w.load(b + "0.self_attention.o.weight");
+            l.group_norm = w.load(b + "1.layer_norm.weight");
+            l.group_q = w.load(b + "1.self_attention.q.weight");
+            l.group_k = w.load(b + "1.self_attention.k.weight");
+            l.group_v = w.load(b + "1.self_attention.v.weight");
+            l.group_o = w.load(b + "1.self_attention.o.weight");
+            l.ff_norm = w.load(b + "2.layer_norm.weight");
+            l.ff_wi = w.load(b + "2.mlp.wi.weight");
+            l.ff_wo = w.load(b + "2.mlp.wo.weight");
+            layers_.push_back(std::move(l));
+        }
+        n_parameters_ = w.expected_elements();
+        weight_bytes_ = n_parameters_ * c10::elementSize(options.dtype);
+    }
+
+    cn_model_kind kind() const override { return CN_MODEL_KIND_CHRONOS2; }
+
+    void fill_info(cn_model_info& info) const override {
+        Model::fill_info(info);
+        info.context_length = cfg_.context_length;
+        info.native_horizon = cfg_.native_horizon();
+        info.max_horizon = kMaxHorizon;
+        info.n_default_quantiles = static_cast<int64_t>(cfg_.quantiles.size());
+    }
+
+    std::vector<float> quantiles() const override {
+        return std::vector<float>(cfg_.quantiles.begin(), cfg_.quantiles.end());
+    }
+
+    // The reference rolls out autoregressively past the native horizon without a hard limit; we bound it
+    // so a request cannot ask for unbounded work.
+    static constexpr int64_t kMaxHorizon = 1 << 16;
+
+private:
+    Chronos2Config cfg_;
+    at::Tensor shared_, final_norm_;
+    ResidualBlockWeights input_embed_, output_embed_;
+    std::vector<LayerWeights> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_chronos2(const std::string& dir, const format::ModelConfig& config,
+                                     const ModelOptions& options) {
+    Chronos2Config cfg = parse_chronos2_config(config);
+    auto checkpoint = format::Checkpoint::open(dir);
+    Weights w(checkpoint, WeightLoadOptions{options.device, options.dtype, options.mmap_weights, options.check_tensors});
+    const int64_t D = cfg.d_model, I = cfg.inner_dim(), F = cfg.d_ff, p = cfg.patch_size;
+    const int64_t Q = static_cast<int64_t>(cfg.quantiles.size());
+    w.expect("shared.weight", {2, D});
+    expect_residual_block(w, "input_patch_embedding", 3 * p, F, D);
+    expect_residual_block(w, "output_patch_embedding", D, F, Q * p);
+    w.expect("encoder.final_layer_norm.weight", {D});
+    for (int64_t i = 0; i < cfg.num_layers; ++i) {
+        const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
+        for (int sub : {0, 1}) {
+            const std::string a = b + std::to_string(sub);
+            w.expect(a + ".layer_norm.weight", {D});
+            w.expect(a + ".self_attention.q.weight", {I, D});
+            w.expect(a + ".self_attention.k.weight", {I, D});
+            w.expect(a + ".self_attention.v.weight", {I, D});
+            w.expect(a + ".self_attention.o.weight", {D, I});
+        }
+        w.expect(b + "2.layer_norm.weight", {D});
+        w.expect(b + "2.mlp.wi.weight", {F, D});
+        w.expect(b + "2.mlp.wo.weight", {D, F});
+    }
+    w.validate();
+    return std::make_unique<Chronos2Model>(options, config.json(), std::move(cfg), w);
+}
+
+}  // namespace cn::chronos2

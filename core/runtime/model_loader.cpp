@@ -1,0 +1,37 @@
+// Picks the architecture of a model directory and dispatches to its loader.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/common/status.h"
+#include "core/format/checkpoint.h"
+#include "core/format/model_config.h"
+#include "core/models/chronos2/chronos2_config.h"
+#include "core/models/chronos2/chronos2_model.h"
+#include "core/runtime/model.h"
+
+namespace cn {
+namespace {
+
+bool has_file(const std::string& dir, const char* name) {
+    return ::access((dir + "/" + name).c_str(), F_OK) == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
+    ::close(format::open_directory(dir));  // a clear NOT_FOUND for a missing directory
+    if (has_file(dir, "model_index.json")) {
+        fail(Status::kUnsupported, dir + ": diffusion pipelines (model_index.json) are not supported by this build yet");
+    }
+    const format::ModelConfig config = format::ModelConfig::load(dir);
+    if (chronos2::is_chronos2(config)) return chronos2::load_chronos2(dir, config, options);
+    if (has_file(dir, "modules.json") || config.get_string("model_type", "") == "bert") {
+        fail(Status::kUnsupported, dir + ": sentence-embedding models are not supported by this build yet");
+    }
+    if (config.has("s1_bits") || config.has("s2_bits")) {
+        fail(Status::kUnsupported, dir + ": Kronos models are not supported by this build yet");
+    }
+    fail(Status::kUnsupported, config.label() + ": unknown architecture (no 'architectures' entry this build knows)");
+}
+
+}  // namespace cn
