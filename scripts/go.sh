@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the go tool in go/ against the library in $CN_BUILD: `scripts/go.sh test -race ./...`.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+GO="$(cn_go)" || { echo "go.sh: no Go >= 1.22; run scripts/setup.sh" >&2; exit 1; }
+export CGO_ENABLED=1
+export CGO_CFLAGS="-I$CN_ROOT/capi/include ${CGO_CFLAGS:-}"
+export CGO_LDFLAGS="-L$CN_BUILD -Wl,-rpath,$CN_BUILD ${CGO_LDFLAGS:-}"
+export GOPROXY=off GOTOOLCHAIN=local
+export GOCACHE="${GOCACHE:-$CN_CACHE/go-build}"
+export CN_TEST_BUILD_DIR="$CN_BUILD"
+cd "$CN_ROOT/go"
+exec "$GO" "$@"

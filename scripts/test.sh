@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's test command: sets up what is missing, builds, runs every C++ test (ctest; "gpu"-labelled
+# tests skip without a CUDA device) and the Go tests with the race detector.
+#   scripts/test.sh [--no-go]      (--no-go on machines without Go, e.g. the CUDA machine)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+setup_flags=()
+run_go=1
+for a in "$@"; do
+    case "$a" in
+        --no-go) run_go=0; setup_flags+=(--no-go) ;;
+        *) setup_flags+=("$a") ;;
+    esac
+done
+"$CN_ROOT/scripts/setup.sh" "${setup_flags[@]}"
+"$CN_ROOT/scripts/build.sh"
+echo "== ctest"
+(cd "$CN_BUILD" && ctest --output-on-failure -j "${CN_JOBS:-$(nproc)}")
+if [ "$run_go" = 1 ]; then
+    echo "== go test -race"
+    "$CN_ROOT/scripts/go.sh" test -race -count=1 ./...
+fi
