@@ -201,9 +201,6 @@ cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, const floa
             if (!(levels[i] > 0.0f && levels[i] < 1.0f)) {
                 cn::fail(Status::kInvalidArgument, "levels[" + std::to_string(i) + "]: must lie in (0, 1)");
             }
-            if (i > 0 && !(levels[i] > levels[i - 1])) {
-                cn::fail(Status::kInvalidArgument, "levels[" + std::to_string(i) + "]: levels must be strictly increasing");
-            }
         }
         req->r.quantiles.assign(levels, levels + count);
     });

@@ -348,8 +348,9 @@ CN_API cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, si
 /* Sets the number of steps to forecast (≥ 1; ≤ the model's max_horizon). */
 CN_API cn_status cn_forecast_request_set_horizon(cn_forecast_request* req, int64_t horizon, cn_error* err);
 
-/* Sets the quantile levels to return, each in (0, 1), strictly increasing; levels the model lacks are
- * interpolated as the reference does. Not called: the model's own levels. */
+/* Sets the quantile levels to return, in the order given, each in (0, 1); levels the model lacks are
+ * interpolated linearly between the model's levels and held flat beyond its outermost ones, as the
+ * reference does. Not called: the model's own levels, ascending. */
 CN_API cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, const float* levels, size_t count,
                                                    cn_error* err);
 

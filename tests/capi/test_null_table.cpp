@@ -123,7 +123,7 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
              return cn_forecast_request_set_quantiles(req, q, 2, e);
          }, INV},
         {"cn_forecast_request_set_quantiles", [&](cn_error* e) {
-             const float q[2] = {0.9f, 0.1f};
+             const float q[2] = {0.9f, 1.5f};
              return cn_forecast_request_set_quantiles(req, q, 2, e);
          }, INV},
         {"cn_forecast_request_set_sampling", [](cn_error* e) { return cn_forecast_request_set_sampling(nullptr, 1, 0, 1, 1, e); }, INV},

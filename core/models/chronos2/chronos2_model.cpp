@@ -4,20 +4,12 @@
 
 #include "core/common/status.h"
 #include "core/models/chronos2/chronos2_config.h"
+#include "core/models/chronos2/chronos2_forward.h"
+#include "core/models/chronos2/chronos2_pipeline.h"
 #include "core/runtime/weights.h"
 
 namespace cn::chronos2 {
 namespace {
-
-struct ResidualBlockWeights {
-    at::Tensor hidden_w, hidden_b, output_w, output_b, residual_w, residual_b;
-};
-
-struct LayerWeights {
-    at::Tensor time_norm, time_q, time_k, time_v, time_o;
-    at::Tensor group_norm, group_q, group_k, group_v, group_o;
-    at::Tensor ff_norm, ff_wi, ff_wo;
-};
 
 void expect_residual_block(Weights& w, const std::string& p, int64_t in, int64_t hidden, int64_t out) {
     w.expect(p + ".hidden_layer.weight", {hidden, in});
@@ -38,10 +30,10 @@ class Chronos2Model final : public Model {
 public:
     Chronos2Model(ModelOptions options, nlohmann::json config, Chronos2Config cfg, const Weights& w)
         : Model(options, std::move(config)), cfg_(std::move(cfg)) {
-        shared_ = w.load("shared.weight");
-        input_embed_ = load_residual_block(w, "input_patch_embedding");
-        output_embed_ = load_residual_block(w, "output_patch_embedding");
-        final_norm_ = w.load("encoder.final_layer_norm.weight");
+        w_.shared = w.load("shared.weight");
+        w_.input_embed = load_residual_block(w, "input_patch_embedding");
+        w_.output_embed = load_residual_block(w, "output_patch_embedding");
+        w_.final_norm = w.load("encoder.final_layer_norm.weight");
         for (int64_t i = 0; i < cfg_.num_layers; ++i) {
             const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
             LayerWeights l;
@@ -58,8 +50,11 @@ public:
             l.ff_norm = w.load(b + "2.layer_norm.weight");
             l.ff_wi = w.load(b + "2.mlp.wi.weight");
             l.ff_wo = w.load(b + "2.mlp.wo.weight");
-            layers_.push_back(std::move(l));
+            w_.layers.push_back(std::move(l));
         }
+        pipe_.device = options.device;
+        pipe_.dtype = options.dtype;
+        pipe_.max_horizon = kMaxHorizon;
         n_parameters_ = w.expected_elements();
         weight_bytes_ = n_parameters_ * c10::elementSize(options.dtype);
     }
@@ -78,15 +73,26 @@ public:
         return std::vector<float>(cfg_.quantiles.begin(), cfg_.quantiles.end());
     }
 
+    ForecastShape forecast_shape(const ForecastRequest& req) const override {
+        return chronos2::forecast_shape(cfg_, pipe_, req);
+    }
+
+    void forecast(const ForecastRequest& req, RunContext& run, float* out, size_t out_count, float* samples,
+                  size_t samples_count) override {
+        if (samples || samples_count) {
+            fail(Status::kInvalidArgument, "samples: Chronos-2 forecasts quantiles and draws no samples; pass NULL and 0");
+        }
+        chronos2::forecast(cfg_, w_, pipe_, req, run, out, out_count);
+    }
+
     // The reference rolls out autoregressively past the native horizon without a hard limit; we bound it
     // so a request cannot ask for unbounded work.
     static constexpr int64_t kMaxHorizon = 1 << 16;
 
 private:
     Chronos2Config cfg_;
-    at::Tensor shared_, final_norm_;
-    ResidualBlockWeights input_embed_, output_embed_;
-    std::vector<LayerWeights> layers_;
+    Chronos2Weights w_;
+    PipelineOptions pipe_;
 };
 
 }  // namespace

@@ -1,0 +1,41 @@
+// The Chronos-2 network (Chronos2Model.forward of chronos-forecasting 2.3.x), op for op in ATen so that
+// fp32 CPU results match the reference to rounding. Inputs and outputs are fp32 on the model's device.
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/models/chronos2/chronos2_config.h"
+
+namespace cn::chronos2 {
+
+struct ResidualBlockWeights {
+    at::Tensor hidden_w, hidden_b, output_w, output_b, residual_w, residual_b;
+};
+
+struct LayerWeights {
+    at::Tensor time_norm, time_q, time_k, time_v, time_o;
+    at::Tensor group_norm, group_q, group_k, group_v, group_o;
+    at::Tensor ff_norm, ff_wi, ff_wo;
+};
+
+struct Chronos2Weights {
+    at::Tensor shared;  // [2, D]; row 1 is the REG token
+    ResidualBlockWeights input_embed, output_embed;
+    std::vector<LayerWeights> layers;
+    at::Tensor final_norm;
+};
+
+// One forward pass.
+//   context           [B, L] fp32, NaN = missing (rows left-padded with NaN to a common length)
+//   group_ids         [B] int64: rows with equal ids attend to each other
+//   future_covariates [B, num_output_patches * patch] fp32, NaN = unknown; undefined = none
+// Returns quantile predictions [B, Q, num_output_patches * patch], fp32, un-normalised.
+// `singleton_groups` (every id distinct) skips the group attention's scores, which is exact: each
+// unmasked query then attends to itself alone.
+at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, const at::Tensor& context,
+                   const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
+                   bool singleton_groups);
+
+}  // namespace cn::chronos2

@@ -1,0 +1,374 @@
+#include "core/models/chronos2/chronos2_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/outer.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
+
+#include "core/common/status.h"
+#include "core/models/chronos2/chronos2_covariates.h"
+#include "core/runtime/quantiles.h"
+
+namespace cn::chronos2 {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// The reference's default levels for the long-horizon rollout.
+const std::vector<float> kUnrolledQuantiles = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f};
+
+[[noreturn]] void invalid(const std::string& msg) { fail(Status::kInvalidArgument, msg); }
+
+// One task: its target series (request indices) and rows [targets | past-only covariates | known-future
+// covariates], each row `length` long (left-padded with NaN where a series is shorter) plus `horizon`
+// future values (NaN for targets and past-only covariates).
+struct Task {
+    std::vector<size_t> targets;
+    std::vector<const ForecastCovariate*> past_only, known_future;
+    int64_t rows() const { return static_cast<int64_t>(targets.size() + past_only.size() + known_future.size()); }
+};
+
+struct PreparedTask {
+    at::Tensor context;  // [rows, T] fp32 CPU, truncated to the context length
+    at::Tensor future;   // [rows, H] fp32 CPU
+    int64_t n_targets = 0;
+    std::vector<size_t> series;
+};
+
+std::vector<Task> make_tasks(const ForecastRequest& req) {
+    std::vector<Task> tasks;
+    std::map<int64_t, size_t> by_group;  // group id -> task index
+    std::vector<size_t> task_of(req.series.size());
+    for (size_t i = 0; i < req.series.size(); ++i) {
+        const int64_t g = req.series[i].group;
+        if (g >= 0) {
+            auto it = by_group.find(g);
+            if (it != by_group.end()) {
+                tasks[it->second].targets.push_back(i);
+                task_of[i] = it->second;
+                continue;
+            }
+            by_group.emplace(g, tasks.size());
+        }
+        task_of[i] = tasks.size();
+        tasks.push_back(Task{{i}, {}, {}});
+    }
+    for (const auto& c : req.covariates) {
+        Task& t = tasks[task_of[c.series_index]];
+        (c.future_length() > 0 ? t.known_future : t.past_only).push_back(&c);
+    }
+    return tasks;
+}
+
+void validate(const Chronos2Config& cfg, const PipelineOptions& opt, const ForecastRequest& req) {
+    if (req.series.empty()) invalid("series: the request has no series");
+    if (req.horizon < 1) invalid("horizon: not set (must be >= 1)");
+    if (req.horizon > opt.max_horizon) {
+        invalid("horizon: " + std::to_string(req.horizon) + " exceeds this model's limit of " + std::to_string(opt.max_horizon));
+    }
+    for (size_t i = 0; i < req.series.size(); ++i) {
+        const auto& v = req.series[i].values;
+        if (v.empty()) invalid("series[" + std::to_string(i) + "]: empty");
+        bool any = false;
+        for (size_t k = 0; k < v.size(); ++k) {
+            if (std::isinf(v[k])) invalid("series[" + std::to_string(i) + "]: value " + std::to_string(k) + " is infinite");
+            any = any || !std::isnan(v[k]);
+        }
+        if (!any) invalid("series[" + std::to_string(i) + "]: every value is NaN (missing)");
+    }
+    for (size_t c = 0; c < req.covariates.size(); ++c) {
+        const auto& cov = req.covariates[c];
+        const std::string at = "covariates[" + std::to_string(c) + "]";
+        if (cov.series_index >= req.series.size()) invalid(at + ": series_index out of range");
+        if (cov.past_length() != req.series[cov.series_index].values.size()) {
+            invalid(at + ": past length " + std::to_string(cov.past_length()) + " differs from its series' " +
+                    std::to_string(req.series[cov.series_index].values.size()));
+        }
+        if (static_cast<int64_t>(cov.future_length()) > req.horizon) {
+            invalid(at + ": " + std::to_string(cov.future_length()) + " future values exceed the horizon of " +
+                    std::to_string(req.horizon));
+        }
+        for (float x : cov.past) {
+            if (std::isinf(x)) invalid(at + ": past value is infinite");
+        }
+        for (float x : cov.future) {
+            if (std::isinf(x)) invalid(at + ": future value is infinite");
+        }
+    }
+    for (float q : req.quantiles) {
+        if (!(q > 0.0f && q < 1.0f)) invalid("quantiles: levels must lie in (0, 1)");
+    }
+    (void)cfg;
+}
+
+// Ordinal categories per categorical covariate: the union over the same covariate (same position among
+// the task's categorical covariates, in row order) of every task in the request, as the reference takes
+// them over all tasks of a call (which must share one schema).
+using CategoryMap = std::map<const ForecastCovariate*, const std::vector<std::string>*>;
+
+struct Categories {
+    std::vector<std::vector<std::string>> by_position;
+    CategoryMap of;
+};
+
+Categories collect_all_categories(const std::vector<Task>& tasks) {
+    Categories c;
+    for (const auto& t : tasks) {
+        size_t j = 0;
+        for (const auto* group : {&t.past_only, &t.known_future}) {
+            for (const auto* cov : *group) {
+                if (!cov->categorical) continue;
+                if (c.by_position.size() <= j) c.by_position.resize(j + 1);
+                collect_categories(cov->past_labels, c.by_position[j]);
+                ++j;
+            }
+        }
+    }
+    for (const auto& t : tasks) {
+        size_t j = 0;
+        for (const auto* group : {&t.past_only, &t.known_future}) {
+            for (const auto* cov : *group) {
+                if (cov->categorical) c.of[cov] = &c.by_position[j++];
+            }
+        }
+    }
+    return c;
+}
+
+PreparedTask prepare(const Chronos2Config& cfg, const ForecastRequest& req, const Task& t, const Categories& cats) {
+    const int64_t H = req.horizon;
+    size_t length = 0;
+    for (size_t s : t.targets) length = std::max(length, req.series[s].values.size());
+    const int64_t rows = t.rows();
+    const int64_t L = static_cast<int64_t>(length);
+    at::Tensor ctx = at::full({rows, L}, kNaN, at::kFloat);
+    at::Tensor fut = at::full({rows, H}, kNaN, at::kFloat);
+    float* c = ctx.data_ptr<float>();
+    float* f = fut.data_ptr<float>();
+    int64_t r = 0;
+    auto put_past = [&](const std::vector<float>& v) {  // right-aligned: shorter rows are left-padded
+        std::copy(v.begin(), v.end(), c + r * L + (L - static_cast<int64_t>(v.size())));
+    };
+    for (size_t s : t.targets) {
+        put_past(req.series[s].values);
+        ++r;
+    }
+    const std::vector<float>& first_target = req.series[t.targets.front()].values;
+    auto put_cov = [&](const ForecastCovariate* cov) {
+        if (cov->categorical) {
+            const EncodedCovariate e = t.targets.size() == 1
+                                           ? target_encode(cov->past_labels, cov->future_labels, first_target)
+                                           : ordinal_encode(cov->past_labels, cov->future_labels, *cats.of.at(cov));
+            put_past(e.past);
+            std::copy(e.future.begin(), e.future.end(), f + r * H);
+        } else {
+            put_past(cov->past);
+            std::copy(cov->future.begin(), cov->future.end(), f + r * H);
+        }
+        ++r;
+    };
+    for (const auto* cov : t.past_only) put_cov(cov);
+    for (const auto* cov : t.known_future) put_cov(cov);
+    PreparedTask p;
+    p.context = L > cfg.context_length ? ctx.slice(1, L - cfg.context_length).contiguous() : ctx;
+    p.future = fut;
+    p.n_targets = static_cast<int64_t>(t.targets.size());
+    p.series = t.targets;
+    return p;
+}
+
+// Left-pads rows with NaN to the longest and stacks them.
+at::Tensor left_pad_cat(const std::vector<at::Tensor>& parts) {
+    int64_t longest = 0;
+    for (const auto& t : parts) longest = std::max(longest, t.size(1));
+    std::vector<at::Tensor> padded;
+    for (const auto& t : parts) {
+        if (t.size(1) < longest) {
+            padded.push_back(at::cat({at::full({t.size(0), longest - t.size(1)}, kNaN, at::kFloat), t}, 1));
+        } else {
+            padded.push_back(t);
+        }
+    }
+    return at::cat(padded, 0);
+}
+
+// Pads (NaN) or trims future covariates to `width` steps; undefined when nothing is known.
+at::Tensor step_future(const at::Tensor& fc, int64_t width) {
+    at::Tensor f = fc;
+    if (f.size(1) < width) f = at::cat({f, at::full({f.size(0), width - f.size(1)}, kNaN, f.options())}, 1);
+    else f = f.slice(1, 0, width);
+    return f;
+}
+
+bool all_nan(const at::Tensor& t) { return t.numel() == 0 || at::isnan(t).all().item<bool>(); }
+
+// The reference's _predict_batch: [rows, Q, H] fp32 on the device.
+at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, at::Tensor context,
+                         at::Tensor group_ids, at::Tensor future, int64_t H, bool singleton, RunContext& run) {
+    const int64_t p = cfg.patch_size;
+    auto n_patches = [&](int64_t remaining) { return std::min((remaining + p - 1) / p, cfg.max_output_patches); };
+    auto step = [&](const at::Tensor& ctx, const at::Tensor& gid, const at::Tensor& fc, int64_t N) {
+        at::Tensor f = step_future(fc, N * p);
+        if (all_nan(f)) f = at::Tensor();  // identical to NaN-filled covariates, cheaper
+        return forward(cfg, w, opt.dtype, ctx, gid, f, N, singleton);
+    };
+
+    std::vector<at::Tensor> preds;
+    int64_t remaining = H;
+    at::Tensor pred = step(context, group_ids, future, n_patches(remaining));
+    preds.push_back(pred);
+    remaining -= pred.size(-1);
+    if (remaining > 0) {
+        // Long horizon: expand every row into paths that follow the unrolled quantile levels.
+        std::vector<float> model_q(cfg.quantiles.begin(), cfg.quantiles.end());
+        for (float u : kUnrolledQuantiles) {
+            if (std::find(model_q.begin(), model_q.end(), u) == model_q.end()) {
+                fail(Status::kUnsupported, "horizon: forecasting past the native horizon (" + std::to_string(cfg.native_horizon()) +
+                                               ") needs the levels 0.1..0.9 among the model's quantiles");
+            }
+        }
+        const auto dev = context.device();
+        const at::Tensor unrolled = at::tensor(kUnrolledQuantiles, at::kFloat);
+        const at::Tensor model_levels = at::tensor(model_q, at::kFloat);
+        const int64_t n = unrolled.size(0);
+        const int64_t B = context.size(0);
+        const at::Tensor weights = at::outer(quantile_prob_mass(unrolled), quantile_prob_mass(model_levels)).reshape({-1});
+        at::Tensor ctx = context.unsqueeze(1).expand({B, n, context.size(1)});
+        at::Tensor fc = future.unsqueeze(1).expand({B, n, future.size(1)});
+        const at::Tensor gid = (group_ids.view({B, 1}) * n + at::arange(n, group_ids.options()).view({1, n})).reshape({-1});
+        while (remaining > 0) {
+            run.check();
+            const int64_t N = n_patches(remaining);
+            const int64_t h = pred.size(-1);
+            at::Tensor paths = interpolate_quantiles(unrolled, model_levels, pred.transpose(1, 2));  // [B, h, n]
+            ctx = at::cat({ctx, paths.transpose(1, 2)}, -1);
+            ctx = ctx.slice(-1, std::max<int64_t>(0, ctx.size(-1) - cfg.context_length));
+            // Known future covariate values replace what was just predicted for them.
+            const at::Tensor known = fc.slice(-1, 0, h);
+            ctx.slice(-1, ctx.size(-1) - h).copy_(at::where(at::isnan(known), ctx.slice(-1, ctx.size(-1) - h), known));
+            fc = fc.slice(-1, h);
+            at::Tensor out = step(ctx.reshape({B * n, ctx.size(-1)}), gid, fc.reshape({B * n, fc.size(-1)}), N);
+            const int64_t Q = out.size(1), hh = out.size(2);
+            out = out.view({B, n * Q, hh});
+            pred = weighted_quantile(model_levels.to(dev), weights.to(dev), out.transpose(1, 2)).transpose(1, 2);
+            preds.push_back(pred);
+            remaining -= hh;
+        }
+    }
+    return at::cat(preds, -1).slice(-1, 0, H);
+}
+
+// How requested levels map onto the model's: a plain selection when every level is one of the model's
+// (compared in float32), linear interpolation otherwise.
+struct QuantileMap {
+    bool subset = true;
+    std::vector<int64_t> index;
+    at::Tensor query;
+};
+
+QuantileMap map_quantiles(const Chronos2Config& cfg, const ForecastRequest& req) {
+    QuantileMap m;
+    std::vector<float> model_q(cfg.quantiles.begin(), cfg.quantiles.end());
+    if (req.quantiles.empty()) {
+        for (size_t i = 0; i < model_q.size(); ++i) m.index.push_back(static_cast<int64_t>(i));
+        return m;
+    }
+    for (float q : req.quantiles) {
+        auto it = std::find(model_q.begin(), model_q.end(), q);
+        if (it == model_q.end()) m.subset = false;
+        else m.index.push_back(it - model_q.begin());
+    }
+    if (!m.subset) m.query = at::tensor(req.quantiles, at::kFloat);
+    return m;
+}
+
+}  // namespace
+
+ForecastShape forecast_shape(const Chronos2Config& cfg, const PipelineOptions& opt, const ForecastRequest& req) {
+    if (req.horizon < 1) invalid("horizon: not set (must be >= 1)");
+    if (req.horizon > opt.max_horizon) {
+        invalid("horizon: " + std::to_string(req.horizon) + " exceeds this model's limit of " + std::to_string(opt.max_horizon));
+    }
+    if (req.series.empty()) invalid("series: the request has no series");
+    ForecastShape s;
+    s.n_series = req.series.size();
+    s.n_outputs = req.quantiles.empty() ? cfg.quantiles.size() : req.quantiles.size();
+    s.horizon = static_cast<uint64_t>(req.horizon);
+    return s;
+}
+
+void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, const ForecastRequest& req,
+              RunContext& run, float* out, size_t out_count) {
+    const ForecastShape shape = forecast_shape(cfg, opt, req);
+    if (out_count < shape.n_values()) {
+        invalid("out: buffer holds " + std::to_string(out_count) + " floats, the forecast needs " + std::to_string(shape.n_values()));
+    }
+    validate(cfg, opt, req);
+    const std::vector<Task> tasks = make_tasks(req);
+    const Categories categories = collect_all_categories(tasks);
+    const QuantileMap qmap = map_quantiles(cfg, req);
+    const at::Tensor model_levels = at::tensor(std::vector<float>(cfg.quantiles.begin(), cfg.quantiles.end()), at::kFloat);
+    const int64_t H = req.horizon;
+    const int64_t nq = static_cast<int64_t>(shape.n_outputs);
+
+    // Batches of whole tasks, as the reference's sequential batching: add tasks while rows < batch_rows.
+    std::vector<std::pair<size_t, size_t>> batches;
+    for (size_t i = 0; i < tasks.size();) {
+        const size_t start = i;
+        int64_t rows = 0;
+        while (i < tasks.size() && rows < opt.batch_rows) rows += tasks[i++].rows();
+        batches.emplace_back(start, i);
+    }
+    run.set_total(batches.size());
+
+    for (const auto& [begin, end] : batches) {
+        run.check();
+        std::vector<PreparedTask> prepared;
+        std::vector<at::Tensor> ctx_parts, fut_parts;
+        std::vector<int64_t> gids;
+        bool singleton = true;
+        for (size_t t = begin; t < end; ++t) {
+            prepared.push_back(prepare(cfg, req, tasks[t], categories));
+            ctx_parts.push_back(prepared.back().context);
+            fut_parts.push_back(prepared.back().future);
+            const int64_t rows = tasks[t].rows();
+            singleton = singleton && rows == 1;
+            for (int64_t r = 0; r < rows; ++r) gids.push_back(static_cast<int64_t>(t - begin));
+        }
+        const at::Tensor context = left_pad_cat(ctx_parts).to(opt.device);
+        const at::Tensor future = at::cat(fut_parts, 0).to(opt.device);
+        const at::Tensor group_ids = at::tensor(gids, at::kLong).to(opt.device);
+        at::Tensor pred = predict_batch(cfg, w, opt, context, group_ids, future, H, singleton, run).to(at::kCPU);  // [rows, Q, H]
+
+        // Select or interpolate the requested levels: [rows, nq, H].
+        if (qmap.subset) {
+            pred = pred.index_select(1, at::tensor(qmap.index, at::kLong));
+        } else {
+            pred = interpolate_quantiles(qmap.query, model_levels, pred.transpose(1, 2)).transpose(1, 2);
+        }
+        pred = pred.contiguous();
+        const float* src = pred.data_ptr<float>();
+        int64_t row = 0;
+        for (const auto& p : prepared) {
+            for (int64_t k = 0; k < p.n_targets; ++k) {
+                std::copy(src + (row + k) * nq * H, src + (row + k + 1) * nq * H, out + p.series[k] * nq * H);
+            }
+            row += p.context.size(0);
+        }
+        run.advance();
+    }
+}
+
+}  // namespace cn::chronos2
