@@ -1,0 +1,204 @@
+// Forecast requests through the C ABI on a reference-made Chronos-2 checkpoint: bad input gets
+// INVALID_ARGUMENT with a message naming the field; cancellation and deadlines; a checkpoint whose
+// shapes disagree with its config is MODEL_FORMAT naming the tensor; batching does not change results.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cutenative.h"
+#include "tests/support/fixtures.h"
+
+#ifndef CN_FIXTURES_DIR
+#error "CN_FIXTURES_DIR must point at tests/fixtures"
+#endif
+
+namespace {
+
+const std::string kTinyA = std::string(CN_FIXTURES_DIR) + "/chronos2/tiny_a";
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Fixture : ::testing::Test {
+    cn_model* model = nullptr;
+    cn_error* err = nullptr;
+    cn_forecast_request* req = nullptr;
+    void SetUp() override {
+        cn_error_create(&err);
+        ASSERT_EQ(cn_model_create(kTinyA.c_str(), nullptr, &model, err), CN_STATUS_OK) << cn_error_message(err);
+        ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+    }
+    void TearDown() override {
+        cn_forecast_request_free(req);
+        cn_model_free(model);
+        cn_error_free(err);
+    }
+    std::vector<float> series(size_t n, float phase = 0) {
+        std::vector<float> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = 10.0f + std::sin(0.3f * i + phase) + 0.01f * i;
+        return v;
+    }
+    void add(const std::vector<float>& v, int64_t group = -1) {
+        ASSERT_EQ(cn_forecast_request_add_series(req, v.data(), v.size(), group, nullptr, err), CN_STATUS_OK);
+    }
+    // Runs the forecast; returns the status and leaves the message in err.
+    cn_status run(std::vector<float>* out = nullptr, cn_run_options* opts = nullptr) {
+        cn_forecast_shape s;
+        cn_forecast_shape_init(&s);
+        const cn_status st = cn_forecast_get_shape(model, req, &s, err);
+        std::vector<float> local(st == CN_STATUS_OK ? s.n_values : 1);
+        std::vector<float>& o = out ? *out : local;
+        o.assign(std::max<uint64_t>(s.n_values, 1), kNaN);
+        return cn_forecast(model, req, opts, o.data(), o.size(), nullptr, 0, err);
+    }
+    std::string msg() const { return cn_error_message(err); }
+};
+
+TEST_F(Fixture, InvalidValuesNameTheField) {
+    auto v = series(40);
+    add(v);
+    EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "horizon: not set (must be >= 1)");
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+    std::vector<float> out;
+    ASSERT_EQ(run(&out), CN_STATUS_OK) << msg();
+
+    auto inf = series(30);
+    inf[7] = kInf;
+    add(inf);
+    EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "series[1]: value 7 is infinite");
+}
+
+TEST_F(Fixture, AllNaNSeries) {
+    add(std::vector<float>(20, kNaN));
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+    EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "series[0]: every value is NaN (missing)");
+}
+
+TEST_F(Fixture, HorizonLimits) {
+    add(series(30));
+    EXPECT_EQ(cn_forecast_request_set_horizon(req, 0, err), CN_STATUS_INVALID_ARGUMENT);
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 1 << 20, err), CN_STATUS_OK);  // structurally fine ...
+    EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);                               // ... but beyond the model
+    EXPECT_EQ(msg(), "horizon: 1048576 exceeds this model's limit of 65536");
+}
+
+TEST_F(Fixture, CovariateLengthsAndGroups) {
+    auto v = series(30);
+    add(v);
+    const auto c = series(29);
+    EXPECT_EQ(cn_forecast_request_add_covariate(req, 0, c.data(), c.size(), nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "past: length 29 differs from the series' 30");
+    EXPECT_EQ(cn_forecast_request_add_covariate(req, 3, v.data(), v.size(), nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "covariate: series_index 3 but the request has 1 series");
+    const auto fut = series(12);
+    ASSERT_EQ(cn_forecast_request_add_covariate(req, 0, v.data(), v.size(), fut.data(), fut.size(), err), CN_STATUS_OK);
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+    EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "covariates[0]: 12 future values exceed the horizon of 8");
+    EXPECT_EQ(cn_forecast_request_add_series(req, v.data(), v.size(), -2, nullptr, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "group: must be -1 (own task) or >= 0");
+}
+
+TEST_F(Fixture, BufferTooSmallAndSamples) {
+    add(series(30));
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+    std::vector<float> small(10);
+    EXPECT_EQ(cn_forecast(model, req, nullptr, small.data(), small.size(), nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "out: buffer holds 10 floats, the forecast needs 168");
+    std::vector<float> out(168), samples(8);
+    EXPECT_EQ(cn_forecast(model, req, nullptr, out.data(), out.size(), samples.data(), samples.size(), err),
+              CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(cn_forecast(model, req, nullptr, nullptr, 168, nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "out is NULL");
+}
+
+TEST_F(Fixture, DefaultQuantilesAndShape) {
+    add(series(50));
+    add(series(20, 1.0f));
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 40, err), CN_STATUS_OK);  // past the native 32: rollout
+    cn_forecast_shape s;
+    cn_forecast_shape_init(&s);
+    ASSERT_EQ(cn_forecast_get_shape(model, req, &s, err), CN_STATUS_OK);
+    EXPECT_EQ(s.n_series, 2u);
+    EXPECT_EQ(s.n_outputs, 21u);
+    EXPECT_EQ(s.horizon, 40u);
+    EXPECT_EQ(s.n_values, 2u * 21u * 40u);
+    EXPECT_EQ(s.n_samples, 0u);
+    std::vector<float> out;
+    ASSERT_EQ(run(&out), CN_STATUS_OK) << msg();
+    for (float x : out) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST_F(Fixture, CancelAndDeadline) {
+    add(series(60));
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+    cn_run_options* opts = nullptr;
+    ASSERT_EQ(cn_run_options_create(&opts, err), CN_STATUS_OK);
+    cn_run_options_cancel(opts);
+    EXPECT_EQ(run(nullptr, opts), CN_STATUS_CANCELLED);
+    EXPECT_EQ(msg(), "cancelled by the caller");
+    cn_run_options_reset(opts);
+    std::vector<float> out;
+    ASSERT_EQ(run(&out, opts), CN_STATUS_OK) << msg();
+    uint64_t done = 0, total = 0;
+    ASSERT_EQ(cn_run_options_get_progress(opts, &done, &total, err), CN_STATUS_OK);
+    EXPECT_EQ(done, 1u);
+    EXPECT_EQ(total, 1u);
+    // A deadline already over by the first check (1 ms, and a long rollout) ends the call.
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 4000, err), CN_STATUS_OK);
+    ASSERT_EQ(cn_run_options_set_timeout_ms(opts, 1, err), CN_STATUS_OK);
+    EXPECT_EQ(run(nullptr, opts), CN_STATUS_DEADLINE_EXCEEDED);
+    cn_run_options_free(opts);
+}
+
+// Results do not depend on what else is in the call when every task is its own group and lengths match
+// (same padding): a batch of four equals four single calls up to fp32 GEMM blocking, within 2e-5 of the
+// series' magnitude (about 11 here).
+TEST_F(Fixture, BatchedEqualsSingle) {
+    std::vector<std::vector<float>> all;
+    for (int i = 0; i < 4; ++i) all.push_back(series(64, 0.7f * i));
+    for (const auto& v : all) add(v);
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 16, err), CN_STATUS_OK);
+    std::vector<float> batched;
+    ASSERT_EQ(run(&batched), CN_STATUS_OK) << msg();
+    const size_t per = batched.size() / 4;
+    for (int i = 0; i < 4; ++i) {
+        cn_forecast_request* one = nullptr;
+        cn_forecast_request_create(&one, err);
+        cn_forecast_request_add_series(one, all[i].data(), all[i].size(), -1, nullptr, err);
+        cn_forecast_request_set_horizon(one, 16, err);
+        std::vector<float> out(per);
+        ASSERT_EQ(cn_forecast(model, one, nullptr, out.data(), out.size(), nullptr, 0, err), CN_STATUS_OK);
+        float magnitude = 0;
+        for (float x : all[i]) magnitude = std::max(magnitude, std::fabs(x));
+        for (size_t k = 0; k < per; ++k) EXPECT_NEAR(out[k], batched[i * per + k], 2e-5 * magnitude);
+        cn_forecast_request_free(one);
+    }
+}
+
+TEST(Chronos2Checkpoint, ShapeDisagreeingWithConfigNamesTheTensor) {
+    cn::test::TempDir d;
+    // The reference checkpoint with its config claiming a wider feed-forward layer.
+    std::string cfg = cn::test::read_file(kTinyA + "/config.json");
+    const size_t at = cfg.find("\"d_ff\": 64");
+    ASSERT_NE(at, std::string::npos);
+    cfg.replace(at, 10, "\"d_ff\": 65");
+    cn::test::write_file(d.file("config.json"), cfg);
+    cn::test::write_file(d.file("model.safetensors"), cn::test::read_file(kTinyA + "/model.safetensors"));
+    cn_error* err = nullptr;
+    cn_error_create(&err);
+    cn_model* m = nullptr;
+    EXPECT_EQ(cn_model_create(d.path().c_str(), nullptr, &m, err), CN_STATUS_MODEL_FORMAT);
+    EXPECT_NE(std::string(cn_error_message(err)).find("tensor \"encoder.block.0.layer.2.mlp.wi.weight\" has shape [64, 32] but the config implies [65, 32]"),
+              std::string::npos)
+        << cn_error_message(err);
+    EXPECT_EQ(m, nullptr);
+    cn_error_free(err);
+}
+
+}  // namespace
