@@ -60,7 +60,8 @@ void run_cases(int dtype, double rtol, double atol_per_scale, double max_rel_mae
             if (c["model"] != model_name) continue;
             bool categorical = false;
             for (const auto& t : c["tasks"]) {
-                for (const auto& [k, v] : t.value("past_covariates", json::object()).items()) {
+                const json past = t.value("past_covariates", json::object());  // owned: items() keeps a reference
+                for (const auto& [k, v] : past.items()) {
                     for (const auto& x : v) categorical = categorical || x.is_string();
                 }
             }
