@@ -19,6 +19,7 @@
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/sinh.h>
 #include <ATen/ops/sqrt.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
@@ -44,10 +45,22 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     return weight * y;
 }
 
+// Linear layer applied to each series (index `dim` of x) with its own GEMM, so that a series' result
+// never depends on which other series share the batch: one GEMM over all rows lets BLAS pick blocking
+// and thread splits by the total row count, which changes the rounding. Batch invariance is what lets
+// the server merge requests without changing any answer.
+at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, int64_t dim = 0) {
+    const int64_t n = x.size(dim);
+    std::vector<at::Tensor> parts;
+    parts.reserve(n);
+    for (int64_t i = 0; i < n; ++i) parts.push_back(at::linear(x.select(dim, i), w, b));
+    return at::stack(parts, dim);
+}
+
 at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
-    const at::Tensor hid = at::relu(at::linear(x, w.hidden_w, w.hidden_b));
-    const at::Tensor out = at::linear(hid, w.output_w, w.output_b);
-    const at::Tensor res = at::linear(x, w.residual_w, w.residual_b);
+    const at::Tensor hid = at::relu(series_linear(x, w.hidden_w, w.hidden_b));
+    const at::Tensor out = series_linear(hid, w.output_w, w.output_b);
+    const at::Tensor res = series_linear(x, w.residual_w, w.residual_b);
     return out + res;
 }
 
@@ -97,8 +110,20 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
     const int64_t B = context.size(0);
 
     // Instance normalisation in fp32 (NaN-aware population std; only an exactly zero scale is replaced).
-    const at::Tensor loc = at::nan_to_num(at::nanmean(context, -1, /*keepdim=*/true), 0.0);
-    at::Tensor scale = at::nan_to_num((context - loc).square().nanmean(-1, /*keepdim=*/true).sqrt(), 1.0);
+    // Reduced one series at a time: a reduction over several rows may split each row differently across
+    // threads than a reduction over one, and the result must not depend on the batch.
+    at::Tensor loc, scale;
+    {
+        std::vector<at::Tensor> locs, scales;
+        for (int64_t b = 0; b < B; ++b) {
+            const at::Tensor row = context.slice(0, b, b + 1);
+            const at::Tensor l = at::nan_to_num(at::nanmean(row, -1, /*keepdim=*/true), 0.0);
+            locs.push_back(l);
+            scales.push_back(at::nan_to_num((row - l).square().nanmean(-1, /*keepdim=*/true).sqrt(), 1.0));
+        }
+        loc = at::cat(locs, 0);
+        scale = at::cat(scales, 0);
+    }
     scale = at::where(scale == 0, at::full({}, kInstanceNormEps, f32), scale);
     at::Tensor z = (context - loc) / scale;
     if (cfg.use_arcsinh) z = at::arcsinh(z);
@@ -173,13 +198,13 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
         // Time self-attention (RoPE, unscaled).
         {
             const at::Tensor n = rms_norm(hidden, l.time_norm, eps);
-            at::Tensor q = split_heads(at::linear(n, l.time_q), H, dk);
-            at::Tensor k = split_heads(at::linear(n, l.time_k), H, dk);
-            const at::Tensor v = split_heads(at::linear(n, l.time_v), H, dk);
+            at::Tensor q = split_heads(series_linear(n, l.time_q), H, dk);
+            at::Tensor k = split_heads(series_linear(n, l.time_k), H, dk);
+            const at::Tensor v = split_heads(series_linear(n, l.time_v), H, dk);
             q = q * cos + rotate_half(q) * sin;
             k = k * cos + rotate_half(k) * sin;
             const at::Tensor a = at::scaled_dot_product_attention(q, k, v, time_mask, 0.0, false, /*scale=*/1.0);
-            hidden = hidden + at::linear(merge_heads(a), l.time_o);
+            hidden = hidden + series_linear(merge_heads(a), l.time_o);
         }
         // Group self-attention: across the rows of a group, at each time step.
         {
@@ -187,20 +212,20 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
             const at::Tensor n = rms_norm(ht, l.group_norm, eps);
             at::Tensor out;
             if (singleton_groups) {
-                out = at::linear(at::linear(n, l.group_v), l.group_o);
+                out = series_linear(series_linear(n, l.group_v, {}, 1), l.group_o, {}, 1);
             } else {
-                const at::Tensor q = split_heads(at::linear(n, l.group_q), H, dk);
-                const at::Tensor k = split_heads(at::linear(n, l.group_k), H, dk);
-                const at::Tensor v = split_heads(at::linear(n, l.group_v), H, dk);
+                const at::Tensor q = split_heads(series_linear(n, l.group_q, {}, 1), H, dk);
+                const at::Tensor k = split_heads(series_linear(n, l.group_k, {}, 1), H, dk);
+                const at::Tensor v = split_heads(series_linear(n, l.group_v, {}, 1), H, dk);
                 const at::Tensor a = at::scaled_dot_product_attention(q, k, v, group_mask, 0.0, false, /*scale=*/1.0);
-                out = at::linear(merge_heads(a), l.group_o);
+                out = series_linear(merge_heads(a), l.group_o, {}, 1);
             }
             hidden = (ht + out).transpose(0, 1);
         }
         // Feed-forward.
         {
             const at::Tensor n = rms_norm(hidden, l.ff_norm, eps);
-            hidden = hidden + at::linear(at::relu(at::linear(n, l.ff_wi)), l.ff_wo);
+            hidden = hidden + series_linear(at::relu(series_linear(n, l.ff_wi)), l.ff_wo);
         }
     }
     hidden = rms_norm(hidden, w.final_norm, eps);

@@ -26,32 +26,42 @@ ResidualBlockWeights load_residual_block(const Weights& w, const std::string& p)
             w.load(p + ".residual_layer.weight"), w.load(p + ".residual_layer.bias")};
 }
 
+}  // namespace
+
+Chronos2Weights load_weights(const Chronos2Config& cfg, const Weights& w) {
+    Chronos2Weights out;
+    out.shared = w.load("shared.weight");
+    out.input_embed = load_residual_block(w, "input_patch_embedding");
+    out.output_embed = load_residual_block(w, "output_patch_embedding");
+    out.final_norm = w.load("encoder.final_layer_norm.weight");
+    for (int64_t i = 0; i < cfg.num_layers; ++i) {
+        const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
+        LayerWeights l;
+        l.time_norm = w.load(b + "0.layer_norm.weight");
+        l.time_q = w.load(b + "0.self_attention.q.weight");
+        l.time_k = w.load(b + "0.self_attention.k.weight");
+        l.time_v = w.load(b + "0.self_attention.v.weight");
+        l.time_o = w.load(b + "0.self_attention.o.weight");
+        l.group_norm = w.load(b + "1.layer_norm.weight");
+        l.group_q = w.load(b + "1.self_attention.q.weight");
+        l.group_k = w.load(b + "1.self_attention.k.weight");
+        l.group_v = w.load(b + "1.self_attention.v.weight");
+        l.group_o = w.load(b + "1.self_attention.o.weight");
+        l.ff_norm = w.load(b + "2.layer_norm.weight");
+        l.ff_wi = w.load(b + "2.mlp.wi.weight");
+        l.ff_wo = w.load(b + "2.mlp.wo.weight");
+        out.layers.push_back(std::move(l));
+    }
+    return out;
+}
+
+namespace {
+
 class Chronos2Model final : public Model {
 public:
     Chronos2Model(ModelOptions options, nlohmann::json config, Chronos2Config cfg, const Weights& w)
         : Model(options, std::move(config)), cfg_(std::move(cfg)) {
-        w_.shared = w.load("shared.weight");
-        w_.input_embed = load_residual_block(w, "input_patch_embedding");
-        w_.output_embed = load_residual_block(w, "output_patch_embedding");
-        w_.final_norm = w.load("encoder.final_layer_norm.weight");
-        for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-            const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
-            LayerWeights l;
-            l.time_norm = w.load(b + "0.layer_norm.weight");
-            l.time_q = w.load(b + "0.self_attention.q.weight");
-            l.time_k = w.load(b + "0.self_attention.k.weight");
-            l.time_v = w.load(b + "0.self_attention.v.weight");
-            l.time_o = w.load(b + "0.self_attention.o.weight");
-            l.group_norm = w.load(b + "1.layer_norm.weight");
-            l.group_q = w.load(b + "1.self_attention.q.weight");
-            l.group_k = w.load(b + "1.self_attention.k.weight");
-            l.group_v = w.load(b + "1.self_attention.v.weight");
-            l.group_o = w.load(b + "1.self_attention.o.weight");
-            l.ff_norm = w.load(b + "2.layer_norm.weight");
-            l.ff_wi = w.load(b + "2.mlp.wi.weight");
-            l.ff_wo = w.load(b + "2.mlp.wo.weight");
-            w_.layers.push_back(std::move(l));
-        }
+        w_ = load_weights(cfg_, w);
         pipe_.device = options.device;
         pipe_.dtype = options.dtype;
         pipe_.max_horizon = kMaxHorizon;
