@@ -1,0 +1,239 @@
+package cutenative
+
+/*
+#include <stdlib.h>
+#include "cutenative.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+)
+
+// Series is one target series of a forecast request.
+type Series struct {
+	Values []float32 // NaN marks a missing value; ±Inf is rejected
+	// Group joins series into one multivariate task: 0 makes the series a task of its own; series that
+	// share a positive number are forecast jointly.
+	Group int
+}
+
+// Covariate is an input-only series attached to the task of Series[Series]. Set Past/Future for a
+// numeric covariate, or PastLabels/FutureLabels (nil entries = missing) for a categorical one.
+type Covariate struct {
+	Series       int
+	Past         []float32 // same length as the series; NaN = missing
+	Future       []float32 // known future values for the first len(Future) <= Horizon steps
+	PastLabels   []*string
+	FutureLabels []*string
+}
+
+// ForecastRequest is a batch of forecasting tasks.
+type ForecastRequest struct {
+	Series     []Series
+	Covariates []Covariate
+	Horizon    int
+	Quantiles  []float32 // levels to return, each in (0, 1); nil: the model's own levels
+}
+
+// Forecast holds quantile forecasts, laid out [series][quantile][step].
+type Forecast struct {
+	Quantiles []float32
+	Horizon   int
+	NSeries   int
+	Values    []float32
+}
+
+// At returns the forecast of series s at quantile index q and step h (0-based).
+func (f *Forecast) At(s, q, h int) float32 {
+	return f.Values[(s*len(f.Quantiles)+q)*f.Horizon+h]
+}
+
+// Row returns the [step] slice of series s at quantile index q (a view into Values).
+func (f *Forecast) Row(s, q int) []float32 {
+	i := (s*len(f.Quantiles) + q) * f.Horizon
+	return f.Values[i : i+f.Horizon]
+}
+
+// cLabels copies labels into C memory; free with freeLabels.
+func cLabels(labels []*string) **C.char {
+	if len(labels) == 0 {
+		return nil
+	}
+	arr := (**C.char)(C.malloc(C.size_t(len(labels)) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	s := unsafe.Slice(arr, len(labels))
+	for i, l := range labels {
+		if l == nil {
+			s[i] = nil
+		} else {
+			s[i] = C.CString(*l)
+		}
+	}
+	return arr
+}
+
+func freeLabels(arr **C.char, n int) {
+	if arr == nil {
+		return
+	}
+	for _, p := range unsafe.Slice(arr, n) {
+		if p != nil {
+			C.free(unsafe.Pointer(p))
+		}
+	}
+	C.free(unsafe.Pointer(arr))
+}
+
+func floatPtr(v []float32) *C.float {
+	if len(v) == 0 {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(&v[0]))
+}
+
+// buildRequest copies req into a new C request (caller frees it).
+func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
+	var r *C.cn_forecast_request
+	if err := call("Forecast", func(e *C.cn_error) C.cn_status { return C.cn_forecast_request_create(&r, e) }); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*C.cn_forecast_request, error) {
+		C.cn_forecast_request_free(r)
+		return nil, err
+	}
+	for i, s := range req.Series {
+		if s.Group < 0 {
+			return fail(&Error{Op: "Forecast", Status: StatusInvalidArgument, Message: fmt.Sprintf("series[%d].group: must be >= 0", i)})
+		}
+		group := C.int64_t(-1)
+		if s.Group > 0 {
+			group = C.int64_t(s.Group)
+		}
+		err := call("Forecast", func(e *C.cn_error) C.cn_status {
+			return C.cn_forecast_request_add_series(r, floatPtr(s.Values), C.size_t(len(s.Values)), group, nil, e)
+		})
+		if err != nil {
+			return fail(fmt.Errorf("series[%d]: %w", i, err))
+		}
+	}
+	for i, c := range req.Covariates {
+		if c.Series < 0 {
+			return fail(&Error{Op: "Forecast", Status: StatusInvalidArgument, Message: fmt.Sprintf("covariates[%d].series: must be >= 0", i)})
+		}
+		var err error
+		if c.PastLabels != nil || c.FutureLabels != nil {
+			past, fut := cLabels(c.PastLabels), cLabels(c.FutureLabels)
+			err = call("Forecast", func(e *C.cn_error) C.cn_status {
+				return C.cn_forecast_request_add_categorical_covariate(r, C.size_t(c.Series), past, C.size_t(len(c.PastLabels)),
+					fut, C.size_t(len(c.FutureLabels)), e)
+			})
+			freeLabels(past, len(c.PastLabels))
+			freeLabels(fut, len(c.FutureLabels))
+		} else {
+			err = call("Forecast", func(e *C.cn_error) C.cn_status {
+				return C.cn_forecast_request_add_covariate(r, C.size_t(c.Series), floatPtr(c.Past), C.size_t(len(c.Past)),
+					floatPtr(c.Future), C.size_t(len(c.Future)), e)
+			})
+		}
+		if err != nil {
+			return fail(fmt.Errorf("covariates[%d]: %w", i, err))
+		}
+	}
+	if err := call("Forecast", func(e *C.cn_error) C.cn_status {
+		return C.cn_forecast_request_set_horizon(r, C.int64_t(req.Horizon), e)
+	}); err != nil {
+		return fail(err)
+	}
+	if req.Quantiles != nil {
+		if err := call("Forecast", func(e *C.cn_error) C.cn_status {
+			return C.cn_forecast_request_set_quantiles(r, floatPtr(req.Quantiles), C.size_t(len(req.Quantiles)), e)
+		}); err != nil {
+			return fail(err)
+		}
+	}
+	return r, nil
+}
+
+// Forecast runs req. Cancelling ctx (or its deadline) stops the library between batches and rollout
+// steps; the error then matches both ctx.Err() and ErrCancelled / ErrDeadlineExceeded.
+func (m *Model) Forecast(ctx context.Context, req *ForecastRequest) (*Forecast, error) {
+	if req == nil {
+		return nil, &Error{Op: "Forecast", Status: StatusInvalidArgument, Message: "request is nil"}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	levels := req.Quantiles
+	if levels == nil {
+		q, err := m.Quantiles()
+		if err != nil {
+			return nil, err
+		}
+		levels = q
+	}
+	var out *Forecast
+	err := m.with(func(p *C.cn_model) error {
+		r, err := buildRequest(req)
+		if err != nil {
+			return err
+		}
+		defer C.cn_forecast_request_free(r)
+		var shape C.cn_forecast_shape
+		C.cn_forecast_shape_init(&shape)
+		if err := call("Forecast", func(e *C.cn_error) C.cn_status { return C.cn_forecast_get_shape(p, r, &shape, e) }); err != nil {
+			return err
+		}
+		if int(shape.n_outputs) != len(levels) {
+			return &Error{Op: "Forecast", Status: StatusInternal, Message: "output shape disagrees with the quantile levels"}
+		}
+		f := &Forecast{Quantiles: append([]float32(nil), levels...), Horizon: int(shape.horizon), NSeries: int(shape.n_series),
+			Values: make([]float32, int(shape.n_values))}
+		if err := runWithContext(ctx, "Forecast", func(opts *C.cn_run_options, e *C.cn_error) C.cn_status {
+			return C.cn_forecast(p, r, opts, floatPtr(f.Values), C.size_t(len(f.Values)), nil, 0, e)
+		}); err != nil {
+			return err
+		}
+		out = f
+		return nil
+	})
+	return out, err
+}
+
+// runWithContext makes run options tied to ctx (deadline and cancellation) for one call.
+func runWithContext(ctx context.Context, op string, f func(opts *C.cn_run_options, e *C.cn_error) C.cn_status) error {
+	var opts *C.cn_run_options
+	if err := call(op, func(e *C.cn_error) C.cn_status { return C.cn_run_options_create(&opts, e) }); err != nil {
+		return err
+	}
+	defer C.cn_run_options_free(opts)
+	if dl, ok := ctx.Deadline(); ok {
+		ms := int64(math.Ceil(float64(time.Until(dl)) / float64(time.Millisecond)))
+		if ms < 1 {
+			ms = 1
+		}
+		C.cn_run_options_set_timeout_ms(opts, C.int64_t(ms), nil)
+	}
+	done := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		C.cn_run_options_cancel(opts)
+		close(done)
+	})
+	err := call(op, func(e *C.cn_error) C.cn_status { return f(opts, e) })
+	if !stop() {
+		<-done // the cancel may be running: wait before the options are freed
+	}
+	if err != nil && (errors.Is(err, ErrCancelled) || errors.Is(err, ErrDeadlineExceeded)) {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("%w (%w)", cerr, err)
+		}
+		if errors.Is(err, ErrDeadlineExceeded) {
+			return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+		}
+	}
+	return err
+}
