@@ -1,0 +1,223 @@
+// Command cutenative-server serves forecasts over HTTP from models loaded in process through libcutenative.
+//
+// Every flag has an environment variable (the flag wins). With no -models, the server runs its embedded
+// default model (a small Chronos-2 trained by scripts/train_default_model.py), unpacked into a cache
+// directory at start.
+//
+//	flag            environment                   default
+//	-listen         CUTENATIVE_LISTEN             127.0.0.1:8080
+//	-models         CUTENATIVE_MODELS             (embedded default)  name=dir[,name=dir...]
+//	-default-model  CUTENATIVE_DEFAULT_MODEL      first name
+//	-device         CUTENATIVE_DEVICE             cpu                 cpu | cuda | cuda:N
+//	-dtype          CUTENATIVE_DTYPE              f32                 f32 | bf16 | f16
+//	-mode           CUTENATIVE_MODE               eager               eager | graph | fused
+//	-threads        CUTENATIVE_THREADS            0 (library default)
+//	-api-keys-file  CUTENATIVE_API_KEYS_FILE      (none)              one bearer key per line
+//	                CUTENATIVE_API_KEYS           (none)              comma-separated keys (env only)
+//	-max-body       CUTENATIVE_MAX_BODY_BYTES     8388608
+//	-max-batch      CUTENATIVE_MAX_BATCH          64                  series per merged call; 1 = no batching
+//	-max-wait       CUTENATIVE_MAX_WAIT           2ms
+//	-queue          CUTENATIVE_QUEUE              256                 jobs per model before 429
+//	-timeout        CUTENATIVE_TIMEOUT            30s                 per request
+//	-max-series     CUTENATIVE_MAX_SERIES         1024                per request
+package main
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cutenative/cutenative/go/cutenative"
+	"github.com/cutenative/cutenative/go/server"
+)
+
+//go:embed defaultmodel/config.json defaultmodel/model.safetensors
+var defaultModel embed.FS
+
+func env(name, fallback string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return fallback
+}
+
+func envInt(name string, fallback int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return fallback
+}
+
+func envDuration(name string, fallback time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return fallback
+}
+
+// unpackDefaultModel writes the embedded model into dir (once; the files are compared by size).
+func unpackDefaultModel(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return fs.WalkDir(defaultModel, "defaultmodel", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := defaultModel.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.Base(path))
+		if st, err := os.Stat(dst); err == nil && st.Size() == int64(len(data)) {
+			return nil
+		}
+		tmp := dst + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return err
+		}
+		return os.Rename(tmp, dst)
+	})
+}
+
+func parseModels(spec string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, dir, ok := strings.Cut(part, "=")
+		if !ok || name == "" || dir == "" {
+			return nil, fmt.Errorf("-models: want name=dir, got %q", part)
+		}
+		out[name] = dir
+	}
+	return out, nil
+}
+
+func readKeys(file string) ([]string, error) {
+	var keys []string
+	for _, k := range strings.Split(os.Getenv("CUTENATIVE_API_KEYS"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range strings.Split(string(b), "\n") {
+			if k = strings.TrimSpace(k); k != "" && !strings.HasPrefix(k, "#") {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys, nil
+}
+
+func main() {
+	listen := flag.String("listen", env("CUTENATIVE_LISTEN", "127.0.0.1:8080"), "address to listen on")
+	models := flag.String("models", env("CUTENATIVE_MODELS", ""), "name=dir[,name=dir...]; empty: the embedded default model")
+	defModel := flag.String("default-model", env("CUTENATIVE_DEFAULT_MODEL", ""), "model used when a request names none")
+	device := flag.String("device", env("CUTENATIVE_DEVICE", "cpu"), "cpu, cuda or cuda:N")
+	dtype := flag.String("dtype", env("CUTENATIVE_DTYPE", "f32"), "f32, bf16 or f16")
+	mode := flag.String("mode", env("CUTENATIVE_MODE", "eager"), "eager, graph or fused")
+	threads := flag.Int("threads", envInt("CUTENATIVE_THREADS", 0), "CPU threads for the library (0: its default)")
+	keysFile := flag.String("api-keys-file", env("CUTENATIVE_API_KEYS_FILE", ""), "file with one bearer key per line")
+	maxBody := flag.Int("max-body", envInt("CUTENATIVE_MAX_BODY_BYTES", 8<<20), "request body limit in bytes")
+	maxBatch := flag.Int("max-batch", envInt("CUTENATIVE_MAX_BATCH", 64), "series per merged library call (1: no batching)")
+	maxWait := flag.Duration("max-wait", envDuration("CUTENATIVE_MAX_WAIT", 2*time.Millisecond), "how long a request waits for others to batch with")
+	queue := flag.Int("queue", envInt("CUTENATIVE_QUEUE", 256), "requests waiting per model before 429")
+	timeout := flag.Duration("timeout", envDuration("CUTENATIVE_TIMEOUT", 30*time.Second), "per-request time limit")
+	maxSeries := flag.Int("max-series", envInt("CUTENATIVE_MAX_SERIES", 1024), "series per request")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(log, *listen, *models, *defModel, *device, *dtype, *mode, *threads, *keysFile, *maxBody, *maxBatch,
+		*maxWait, *queue, *timeout, *maxSeries); err != nil {
+		log.Error("cutenative-server", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string, threads int, keysFile string,
+	maxBody, maxBatch int, maxWait time.Duration, queue int, timeout time.Duration, maxSeries int) error {
+	dirs, err := parseModels(models)
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		dir := filepath.Join(cache, "cutenative", "default-model")
+		if err := unpackDefaultModel(dir); err != nil {
+			return fmt.Errorf("unpacking the default model: %w", err)
+		}
+		dirs = map[string]string{"default": dir}
+	}
+	keys, err := readKeys(keysFile)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{Models: dirs, DefaultModel: defModel, APIKeys: keys,
+		Open:         cutenative.Options{Device: device, DType: dtype, Mode: mode, Threads: threads},
+		MaxBodyBytes: int64(maxBody), MaxBatch: maxBatch, MaxWait: maxWait, QueueSize: queue, Timeout: timeout,
+		MaxSeries: maxSeries})
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Addr: listen, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 60 * time.Second, WriteTimeout: timeout + 30*time.Second, IdleTimeout: 120 * time.Second,
+		MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.ListenAndServe() }() // liveness answers while models load
+	log.Info("listening", "addr", listen, "models", dirs, "device", device, "dtype", dtype, "auth", len(keys) > 0,
+		"library", cutenative.BuildInfo())
+	if err := srv.Load(); err != nil {
+		_ = httpSrv.Close()
+		return err
+	}
+	log.Info("ready")
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case err := <-errc:
+		srv.Close()
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case sig := <-stop:
+		log.Info("draining", "signal", sig.String())
+	}
+	// Graceful shutdown: readyz goes 503, new connections are refused, in-flight requests finish,
+	// then queued work ends and the models are freed.
+	srv.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
+	defer cancel()
+	err = httpSrv.Shutdown(ctx)
+	srv.Close()
+	log.Info("stopped")
+	return err
+}

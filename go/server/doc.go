@@ -1,0 +1,7 @@
+// Package server is cutenative's HTTP front end: forecasting endpoints over models loaded in process
+// through the cutenative binding, with micro-batching, admission control, bearer-key authentication,
+// Prometheus metrics and an OpenAPI document. The binary lives in cmd/cutenative-server.
+//
+// Endpoints: POST /v1/forecast, GET /v1/models, GET /livez, GET /readyz, GET /metrics,
+// GET /openapi.json (the document in openapi.json, checked against the handlers by a test).
+package server

@@ -1,0 +1,329 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cutenative/cutenative/go/cutenative"
+)
+
+// forecastRequest is the body of POST /v1/forecast.
+type forecastRequest struct {
+	Model     string        `json:"model,omitempty"`
+	Horizon   int           `json:"horizon"`
+	Quantiles []float64     `json:"quantiles,omitempty"`
+	Series    []seriesInput `json:"series"`
+
+	future [][]string // per series: timestamps of the forecast steps (nil when none can be given)
+}
+
+type seriesInput struct {
+	ID         string           `json:"id,omitempty"`
+	Values     []*float64       `json:"values"`
+	Timestamps []string         `json:"timestamps,omitempty"`
+	Group      int              `json:"group,omitempty"`
+	Covariates []covariateInput `json:"covariates,omitempty"`
+}
+
+type covariateInput struct {
+	Past         []*float64 `json:"past,omitempty"`
+	Future       []*float64 `json:"future,omitempty"`
+	PastLabels   []*string  `json:"past_labels,omitempty"`
+	FutureLabels []*string  `json:"future_labels,omitempty"`
+}
+
+// forecastResponse is the 200 body of POST /v1/forecast.
+type forecastResponse struct {
+	Model     string           `json:"model"`
+	Horizon   int              `json:"horizon"`
+	Quantiles []float32        `json:"quantiles"`
+	Forecasts []seriesForecast `json:"forecasts"`
+}
+
+type seriesForecast struct {
+	ID         string      `json:"id,omitempty"`
+	Timestamps []string    `json:"timestamps,omitempty"`
+	Median     []float32   `json:"median,omitempty"`
+	Quantiles  [][]float32 `json:"quantiles"` // [level][step]
+}
+
+var defaultQuantiles = []float64{0.1, 0.5, 0.9}
+
+// limits bounds what one request may ask for.
+type limits struct {
+	MaxSeries     int
+	MaxSeriesLen  int
+	MaxCovariates int
+	MaxQuantiles  int
+}
+
+// decodeForecast parses and validates a request body (already size-limited by the caller).
+func decodeForecast(body io.Reader, lim limits) (*forecastRequest, error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req forecastRequest
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{Status: http.StatusBadRequest, Code: "body_too_large",
+				Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return nil, badRequest("the body must be a JSON object, got JSON " + te.Value)
+			}
+			return nil, badRequest(fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value))
+		}
+		return nil, badRequest("malformed JSON: " + err.Error())
+	}
+	if dec.More() {
+		return nil, badRequest("malformed JSON: trailing data after the request object")
+	}
+	if err := req.validate(lim); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func (r *forecastRequest) validate(lim limits) error {
+	if r.Horizon < 1 {
+		return badRequest("horizon: must be >= 1")
+	}
+	if len(r.Series) == 0 {
+		return badRequest("series: at least one series is required")
+	}
+	if len(r.Series) > lim.MaxSeries {
+		return badRequest(fmt.Sprintf("series: %d series exceed the limit of %d", len(r.Series), lim.MaxSeries))
+	}
+	if len(r.Quantiles) > lim.MaxQuantiles {
+		return badRequest(fmt.Sprintf("quantiles: at most %d levels", lim.MaxQuantiles))
+	}
+	for i, q := range r.Quantiles {
+		if !(q > 0 && q < 1) {
+			return badRequest(fmt.Sprintf("quantiles[%d]: must lie in (0, 1)", i))
+		}
+	}
+	for i, s := range r.Series {
+		at := fmt.Sprintf("series[%d]", i)
+		if len(s.Values) == 0 {
+			return badRequest(at + ".values: at least one value is required")
+		}
+		if len(s.Values) > lim.MaxSeriesLen {
+			return badRequest(fmt.Sprintf("%s.values: %d values exceed the limit of %d", at, len(s.Values), lim.MaxSeriesLen))
+		}
+		if err := checkFloats(s.Values, at+".values"); err != nil {
+			return err
+		}
+		if s.Group < 0 {
+			return badRequest(at + ".group: must be >= 0")
+		}
+		if s.Timestamps != nil && len(s.Timestamps) != len(s.Values) {
+			return badRequest(fmt.Sprintf("%s.timestamps: %d timestamps for %d values", at, len(s.Timestamps), len(s.Values)))
+		}
+		fut, err := futureTimestamps(s.Timestamps, r.Horizon)
+		if err != nil {
+			return badRequest(at + "." + err.(*apiError).Message)
+		}
+		r.future = append(r.future, fut)
+		if len(s.Covariates) > lim.MaxCovariates {
+			return badRequest(fmt.Sprintf("%s.covariates: at most %d", at, lim.MaxCovariates))
+		}
+		for j, c := range s.Covariates {
+			cat := fmt.Sprintf("%s.covariates[%d]", at, j)
+			numeric := c.Past != nil || c.Future != nil
+			labels := c.PastLabels != nil || c.FutureLabels != nil
+			if numeric == labels {
+				return badRequest(cat + ": give either past/future (numeric) or past_labels/future_labels (categorical)")
+			}
+			past := len(c.Past) + len(c.PastLabels)
+			if past != len(s.Values) {
+				return badRequest(fmt.Sprintf("%s: %d past values for a series of %d", cat, past, len(s.Values)))
+			}
+			if fut := len(c.Future) + len(c.FutureLabels); fut > r.Horizon {
+				return badRequest(fmt.Sprintf("%s: %d future values exceed the horizon of %d", cat, fut, r.Horizon))
+			}
+			if err := checkFloats(c.Past, cat+".past"); err != nil {
+				return err
+			}
+			if err := checkFloats(c.Future, cat+".future"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkFloats rejects values that are not finite (JSON cannot carry NaN/Inf, but huge literals overflow).
+func checkFloats(v []*float64, at string) error {
+	for k, x := range v {
+		if x != nil && (math.IsInf(*x, 0) || math.IsNaN(*x) || math.Abs(*x) > math.MaxFloat32) {
+			return badRequest(fmt.Sprintf("%s[%d]: not a finite float32", at, k))
+		}
+	}
+	return nil
+}
+
+func toFloat32(v []*float64) []float32 {
+	if v == nil {
+		return nil
+	}
+	out := make([]float32, len(v))
+	for i, x := range v {
+		if x == nil {
+			out[i] = float32(math.NaN())
+		} else {
+			out[i] = float32(*x)
+		}
+	}
+	return out
+}
+
+func levelsOf(r *forecastRequest) []float32 {
+	q := r.Quantiles
+	if q == nil {
+		q = defaultQuantiles
+	}
+	out := make([]float32, len(q))
+	for i, x := range q {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// toBinding converts a validated request for the cutenative binding.
+func toBinding(r *forecastRequest) *cutenative.ForecastRequest {
+	out := &cutenative.ForecastRequest{Horizon: r.Horizon, Quantiles: levelsOf(r)}
+	for i, s := range r.Series {
+		out.Series = append(out.Series, cutenative.Series{Values: toFloat32(s.Values), Group: s.Group})
+		for _, c := range s.Covariates {
+			out.Covariates = append(out.Covariates, cutenative.Covariate{Series: i, Past: toFloat32(c.Past),
+				Future: toFloat32(c.Future), PastLabels: c.PastLabels, FutureLabels: c.FutureLabels})
+		}
+	}
+	return out
+}
+
+// batchKey says which requests may share one library call without changing any result: the library is
+// batch-invariant for series of equal (truncated) length forecast on their own (no groups, no
+// covariates) with the same horizon and levels. "" means the request runs alone.
+func batchKey(r *cutenative.ForecastRequest, contextLength int) string {
+	if len(r.Covariates) > 0 {
+		return ""
+	}
+	length := -1
+	for _, s := range r.Series {
+		if s.Group != 0 {
+			return ""
+		}
+		n := len(s.Values)
+		if contextLength > 0 && n > contextLength {
+			n = contextLength
+		}
+		if length >= 0 && n != length {
+			return ""
+		}
+		length = n
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "h=%d;L=%d;q=", r.Horizon, length)
+	for _, q := range r.Quantiles {
+		b.WriteString(strconv.FormatFloat(float64(q), 'g', -1, 32))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// ---- timestamps ----
+
+var timeLayouts = []string{"2006-01", "2006-01-02", time.RFC3339Nano}
+
+// futureTimestamps continues a regular series of timestamps by `horizon` steps in the input's format:
+// by calendar months when consecutive stamps are whole months apart (same day of month), by a fixed
+// duration otherwise. Irregular or unparsable stamps give nil (no timestamps in the response) or an error.
+func futureTimestamps(stamps []string, horizon int) ([]string, error) {
+	if len(stamps) == 0 {
+		return nil, nil
+	}
+	var layout string
+	for _, l := range timeLayouts {
+		if _, err := time.Parse(l, stamps[0]); err == nil {
+			layout = l
+			break
+		}
+	}
+	if layout == "" {
+		return nil, badRequest("timestamps[0]: want YYYY-MM, YYYY-MM-DD or RFC 3339, got " + strconv.Quote(stamps[0]))
+	}
+	ts := make([]time.Time, len(stamps))
+	for i, s := range stamps {
+		t, err := time.Parse(layout, s)
+		if err != nil {
+			return nil, badRequest(fmt.Sprintf("timestamps[%d]: not in the format of timestamps[0]: %q", i, s))
+		}
+		if i > 0 && !t.After(ts[i-1]) {
+			return nil, badRequest(fmt.Sprintf("timestamps[%d]: not after timestamps[%d]", i, i-1))
+		}
+		ts[i] = t
+	}
+	if len(ts) < 2 {
+		return nil, nil
+	}
+	months := func(a, b time.Time) (int, bool) {
+		m := (b.Year()-a.Year())*12 + int(b.Month()-a.Month())
+		return m, b.Day() == a.Day() && b.Sub(a.AddDate(0, m, 0)) == 0
+	}
+	step, monthly := months(ts[0], ts[1])
+	for i := 2; i < len(ts) && monthly; i++ {
+		m, ok := months(ts[i-1], ts[i])
+		monthly = ok && m == step
+	}
+	out := make([]string, horizon)
+	last := ts[len(ts)-1]
+	if monthly && step > 0 {
+		for h := range out {
+			out[h] = last.AddDate(0, step*(h+1), 0).Format(layout)
+		}
+		return out, nil
+	}
+	d := ts[1].Sub(ts[0])
+	for i := 2; i < len(ts); i++ {
+		if ts[i].Sub(ts[i-1]) != d {
+			return nil, nil // irregular: no future stamps
+		}
+	}
+	for h := range out {
+		out[h] = last.Add(d * time.Duration(h+1)).Format(layout)
+	}
+	return out, nil
+}
+
+// buildResponse turns a forecast (already sliced to this request's series) into the response body.
+func buildResponse(model string, r *forecastRequest, f *cutenative.Forecast, firstSeries int) *forecastResponse {
+	resp := &forecastResponse{Model: model, Horizon: f.Horizon, Quantiles: f.Quantiles}
+	median := -1
+	for q, l := range f.Quantiles {
+		if l == 0.5 {
+			median = q
+		}
+	}
+	for i, s := range r.Series {
+		sf := seriesForecast{ID: s.ID, Quantiles: make([][]float32, len(f.Quantiles))}
+		for q := range f.Quantiles {
+			sf.Quantiles[q] = append([]float32(nil), f.Row(firstSeries+i, q)...)
+		}
+		if median >= 0 {
+			sf.Median = sf.Quantiles[median]
+		}
+		sf.Timestamps = r.future[i]
+		resp.Forecasts = append(resp.Forecasts, sf)
+	}
+	return resp
+}

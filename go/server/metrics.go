@@ -1,0 +1,99 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// histogram is a Prometheus histogram with fixed buckets.
+type histogram struct {
+	mu     sync.Mutex
+	bounds []float64
+	counts []uint64
+	sum    float64
+	count  uint64
+}
+
+func newHistogram(bounds ...float64) *histogram {
+	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds))}
+}
+
+func (h *histogram) observe(v float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, b := range h.bounds {
+		if v <= b {
+			h.counts[i]++
+		}
+	}
+	h.sum += v
+	h.count++
+}
+
+func (h *histogram) write(w io.Writer, name, help string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	for i, b := range h.bounds {
+		fmt.Fprintf(w, "%s_bucket{le=\"%s\"} %d\n", name, formatFloat(b), h.counts[i])
+	}
+	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, h.count, name, formatFloat(h.sum), name, h.count)
+}
+
+func formatFloat(v float64) string {
+	if math.IsInf(v, 1) {
+		return "+Inf"
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// metrics are the server's Prometheus series (text exposition format 0.0.4).
+type metrics struct {
+	mu       sync.Mutex
+	requests map[[2]string]uint64 // (endpoint, outcome) -> count
+
+	queueDepth       atomic.Int64
+	queueSeconds     *histogram
+	inferenceSeconds *histogram
+	batchSize        *histogram
+}
+
+func newMetrics() *metrics {
+	lat := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	return &metrics{
+		requests:         map[[2]string]uint64{},
+		queueSeconds:     newHistogram(lat...),
+		inferenceSeconds: newHistogram(lat...),
+		batchSize:        newHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+	}
+}
+
+// countRequest records a finished request: outcome is "ok" or the error code.
+func (m *metrics) countRequest(endpoint, outcome string) {
+	m.mu.Lock()
+	m.requests[[2]string{endpoint, outcome}]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) write(w io.Writer) {
+	m.mu.Lock()
+	keys := make([][2]string, 0, len(m.requests))
+	for k := range m.requests {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return strings.Join(keys[i][:], "\x00") < strings.Join(keys[j][:], "\x00") })
+	fmt.Fprintf(w, "# HELP cutenative_requests_total Requests handled, by endpoint and outcome.\n# TYPE cutenative_requests_total counter\n")
+	for _, k := range keys {
+		fmt.Fprintf(w, "cutenative_requests_total{endpoint=%q,outcome=%q} %d\n", k[0], k[1], m.requests[k])
+	}
+	m.mu.Unlock()
+	fmt.Fprintf(w, "# HELP cutenative_queue_depth Forecast jobs waiting for the model.\n# TYPE cutenative_queue_depth gauge\ncutenative_queue_depth %d\n", m.queueDepth.Load())
+	m.queueSeconds.write(w, "cutenative_queue_seconds", "Time a forecast job waited in the queue.")
+	m.inferenceSeconds.write(w, "cutenative_inference_seconds", "Duration of one library call (a batch).")
+	m.batchSize.write(w, "cutenative_batch_series", "Series per library call.")
+}

@@ -1,0 +1,313 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cutenative/cutenative/go/cutenative"
+)
+
+//go:embed openapi.json
+var openAPIDocument []byte
+
+// Config is everything the server needs; cmd/cutenative-server fills it from flags and environment.
+type Config struct {
+	Models       map[string]string // model name -> model directory (set by the operator, never by a request)
+	DefaultModel string            // used when a request names none; default: the only / first model
+	Open         cutenative.Options
+	APIKeys      []string      // bearer keys; empty: no authentication
+	MaxBodyBytes int64         // request body limit (default 8 MiB)
+	MaxBatch     int           // series per merged library call (default 64; 1 disables batching)
+	MaxWait      time.Duration // how long a job waits for company (default 2 ms)
+	QueueSize    int           // jobs waiting per model before 429 (default 256)
+	Timeout      time.Duration // per-request limit (default 30 s)
+	MaxSeries    int           // series per request (default 1024)
+	MaxSeriesLen int           // values per series (default 100000)
+}
+
+func (c *Config) defaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 8 << 20
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 64
+	}
+	if c.MaxWait < 0 {
+		c.MaxWait = 0
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 256
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.MaxSeries <= 0 {
+		c.MaxSeries = 1024
+	}
+	if c.MaxSeriesLen <= 0 {
+		c.MaxSeriesLen = 100000
+	}
+}
+
+type loadedModel struct {
+	name    string
+	model   *cutenative.Model
+	info    cutenative.Info
+	levels  []float32
+	batcher *batcher
+}
+
+// Server serves the HTTP API over in-process models. Create with New, serve Handler(), stop with
+// Drain then Close.
+type Server struct {
+	cfg     Config
+	metrics *metrics
+	keys    [][32]byte
+
+	mu     sync.RWMutex
+	models map[string]*loadedModel
+	state  atomic.Int32 // stateLoading, stateReady, stateDraining
+}
+
+const (
+	stateLoading int32 = iota
+	stateReady
+	stateDraining
+)
+
+// New validates the configuration; Load then opens the models (readyz answers 503 until it is done).
+func New(cfg Config) (*Server, error) {
+	cfg.defaults()
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("server: no models configured")
+	}
+	if cfg.DefaultModel == "" {
+		names := make([]string, 0, len(cfg.Models))
+		for n := range cfg.Models {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		cfg.DefaultModel = names[0]
+	}
+	if _, ok := cfg.Models[cfg.DefaultModel]; !ok {
+		return nil, fmt.Errorf("server: default model %q is not configured", cfg.DefaultModel)
+	}
+	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*loadedModel{}}
+	for _, k := range cfg.APIKeys {
+		if k == "" {
+			return nil, errors.New("server: empty API key")
+		}
+		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
+	}
+	return s, nil
+}
+
+// Load opens every configured model; on failure the ones opened are closed again.
+func (s *Server) Load() error {
+	for name, dir := range s.cfg.Models {
+		m, err := cutenative.Open(dir, &s.cfg.Open)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("model %q: %w", name, err)
+		}
+		info, err := m.Info()
+		var levels []float32
+		if err == nil {
+			levels, err = m.Quantiles()
+		}
+		if err != nil {
+			m.Close()
+			s.Close()
+			return fmt.Errorf("model %q: %w", name, err)
+		}
+		lm := &loadedModel{name: name, model: m, info: info, levels: levels,
+			batcher: newBatcher(name, m, s.cfg.QueueSize, s.cfg.MaxBatch, s.cfg.MaxWait, s.metrics)}
+		s.mu.Lock()
+		s.models[name] = lm
+		s.mu.Unlock()
+	}
+	s.state.Store(stateReady)
+	return nil
+}
+
+// Drain makes /readyz answer 503 so load balancers stop sending traffic; in-flight requests go on.
+func (s *Server) Drain() { s.state.Store(stateDraining) }
+
+// Close finishes queued work and frees the models. Call after http.Server.Shutdown returned.
+func (s *Server) Close() {
+	s.state.Store(stateDraining)
+	s.mu.Lock()
+	models := s.models
+	s.models = map[string]*loadedModel{}
+	s.mu.Unlock()
+	for _, m := range models {
+		m.batcher.close()
+		m.model.Close()
+	}
+}
+
+type route struct {
+	method, path string
+	handler      http.HandlerFunc
+}
+
+// routes is the one list of endpoints: Handler serves it and the OpenAPI test compares it with
+// openapi.json.
+func (s *Server) routes() []route {
+	return []route{
+		{"POST", "/v1/forecast", s.authed("forecast", s.handleForecast)},
+		{"GET", "/v1/models", s.authed("models", s.handleModels)},
+		{"GET", "/livez", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{"GET", "/readyz", s.handleReady},
+		{"GET", "/metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			s.metrics.write(w)
+		}},
+		{"GET", "/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(openAPIDocument)
+		}},
+	}
+}
+
+// Handler returns the HTTP routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range s.routes() {
+		mux.HandleFunc(r.method+" "+r.path, r.handler)
+	}
+	return mux
+}
+
+// authed checks the bearer key (constant time, one answer for every failure) and counts the outcome.
+func (s *Server) authed(endpoint string, h func(http.ResponseWriter, *http.Request) *apiError) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(s.keys) > 0 && !s.keyOK(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cutenative"`)
+			s.metrics.countRequest(endpoint, "unauthorized")
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "missing or invalid API key"})
+			return
+		}
+		if e := h(w, r); e != nil {
+			s.metrics.countRequest(endpoint, e.Code)
+			writeError(w, e)
+			return
+		}
+		s.metrics.countRequest(endpoint, "ok")
+	}
+}
+
+func (s *Server) keyOK(header string) bool {
+	token, ok := strings.CutPrefix(header, "Bearer ")
+	digest := sha256.Sum256([]byte(token))
+	match := 0
+	for _, k := range s.keys { // every key is compared: timing says nothing about which one matched
+		match |= subtle.ConstantTimeCompare(digest[:], k[:])
+	}
+	return ok && match == 1
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	switch s.state.Load() {
+	case stateReady:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	case stateLoading:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "loading"})
+	default:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+	}
+}
+
+func (s *Server) model(name string) (*loadedModel, *apiError) {
+	if name == "" {
+		name = s.cfg.DefaultModel
+	}
+	s.mu.RLock()
+	m := s.models[name]
+	s.mu.RUnlock()
+	if m == nil {
+		if s.state.Load() == stateLoading {
+			return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "models are loading"}
+		}
+		return nil, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no model named %q", name)}
+	}
+	return m, nil
+}
+
+type modelInfo struct {
+	Name          string    `json:"name"`
+	Kind          string    `json:"kind"`
+	Device        string    `json:"device"`
+	DType         string    `json:"dtype"`
+	Mode          string    `json:"mode"`
+	Parameters    uint64    `json:"parameters"`
+	ContextLength int64     `json:"context_length"`
+	NativeHorizon int64     `json:"native_horizon"`
+	MaxHorizon    int64     `json:"max_horizon"`
+	Quantiles     []float32 `json:"quantiles"`
+	Default       bool      `json:"default"`
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError {
+	s.mu.RLock()
+	out := make([]modelInfo, 0, len(s.models))
+	for _, m := range s.models {
+		out = append(out, modelInfo{Name: m.name, Kind: m.info.Kind, Device: m.info.Device, DType: m.info.DType,
+			Mode: m.info.Mode, Parameters: m.info.Parameters, ContextLength: m.info.ContextLength,
+			NativeHorizon: m.info.NativeHorizon, MaxHorizon: m.info.MaxHorizon, Quantiles: m.levels,
+			Default: m.name == s.cfg.DefaultModel})
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	writeJSON(w, http.StatusOK, map[string]any{"models": out})
+	return nil
+}
+
+func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiError {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	req, err := decodeForecast(r.Body, limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen,
+		MaxCovariates: 64, MaxQuantiles: 99})
+	if err != nil {
+		return fromError(err)
+	}
+	m, e := s.model(req.Model)
+	if e != nil {
+		return e
+	}
+	if int64(req.Horizon) > m.info.MaxHorizon {
+		return badRequest(fmt.Sprintf("horizon: %d exceeds the model's limit of %d", req.Horizon, m.info.MaxHorizon))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	breq := toBinding(req)
+	j := &job{ctx: ctx, req: breq, enqueued: time.Now(), result: make(chan jobResult, 1)}
+	if s.cfg.MaxBatch > 1 {
+		j.key = batchKey(breq, int(m.info.ContextLength))
+	}
+	if err := m.batcher.submit(j); err != nil {
+		return fromError(err)
+	}
+	var res jobResult
+	select {
+	case res = <-j.result:
+	case <-ctx.Done():
+		return fromError(ctx.Err()) // the worker drops or cancels the job; its result goes nowhere
+	}
+	if res.err != nil {
+		return fromError(res.err)
+	}
+	writeJSON(w, http.StatusOK, buildResponse(m.name, req, res.forecast, res.first))
+	return nil
+}

@@ -1,0 +1,518 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cutenative/cutenative/go/cutenative"
+)
+
+// The real library and the real embedded default model; no mocks of the C side.
+var defaultModelDir = filepath.Join("..", "cmd", "cutenative-server", "defaultmodel")
+
+func airPassengers(t *testing.T) ([]string, []float64) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "examples", "data", "airpassengers.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []string
+	var vs []float64
+	for _, r := range rows[1:] {
+		v, err := strconv.ParseFloat(r[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, r[0])
+		vs = append(vs, v)
+	}
+	return ts, vs
+}
+
+type testServer struct {
+	*Server
+	http *httptest.Server
+}
+
+func start(t *testing.T, cfg Config) *testServer {
+	t.Helper()
+	if cfg.Models == nil {
+		cfg.Models = map[string]string{"default": defaultModelDir}
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: s, http: httptest.NewServer(s.Handler())}
+	t.Cleanup(func() {
+		ts.http.Close()
+		s.Close()
+	})
+	return ts
+}
+
+func (ts *testServer) post(t *testing.T, body string, header ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", ts.http.URL+"/v1/forecast", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func seriesJSON(vals []float64) string {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		parts[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func TestForecastMatchesTheBinding(t *testing.T) {
+	ts := start(t, Config{})
+	stamps, vals := airPassengers(t)
+	stampJSON, _ := json.Marshal(stamps)
+	body := fmt.Sprintf(`{"horizon": 24, "quantiles": [0.1, 0.5, 0.9], "series": [{"id": "passengers", "values": %s, "timestamps": %s}]}`,
+		seriesJSON(vals), stampJSON)
+	code, _, b := ts.post(t, body)
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	var got forecastResponse
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Model != "default" || got.Horizon != 24 || len(got.Forecasts) != 1 {
+		t.Fatalf("response %+v", got)
+	}
+	fc := got.Forecasts[0]
+	if fc.ID != "passengers" || fc.Timestamps[0] != "1961-01" || fc.Timestamps[23] != "1962-12" {
+		t.Fatalf("id/timestamps %q %v", fc.ID, fc.Timestamps)
+	}
+	// The same numbers as the binding called directly.
+	m, err := cutenative.Open(defaultModelDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	direct, err := m.Forecast(context.Background(), &cutenative.ForecastRequest{
+		Series: []cutenative.Series{{Values: toFloat32(ptrs(vals))}}, Horizon: 24, Quantiles: []float32{0.1, 0.5, 0.9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q := range fc.Quantiles {
+		for h, v := range fc.Quantiles[q] {
+			if v != direct.At(0, q, h) {
+				t.Fatalf("level %d step %d: server %v, library %v", q, h, v, direct.At(0, q, h))
+			}
+		}
+	}
+	for h := range fc.Median {
+		if fc.Median[h] != fc.Quantiles[1][h] {
+			t.Fatal("median is not the 0.5 level")
+		}
+	}
+}
+
+func ptrs(v []float64) []*float64 {
+	out := make([]*float64, len(v))
+	for i := range v {
+		out[i] = &v[i]
+	}
+	return out
+}
+
+func TestBadRequests(t *testing.T) {
+	ts := start(t, Config{MaxBodyBytes: 4096})
+	ok := `{"horizon": 4, "series": [{"values": [1, 2, 3, 4, 5]}]}`
+	if code, _, b := ts.post(t, ok); code != 200 {
+		t.Fatalf("baseline: %d %s", code, b)
+	}
+	tests := []struct {
+		name, body, code, message string
+	}{
+		{"malformed JSON", `{"horizon": 4, "series": [`, "invalid_argument", "malformed JSON"},
+		{"not an object", `[1, 2]`, "invalid_argument", "must be a JSON object"},
+		{"trailing data", ok + ` {}`, "invalid_argument", "trailing data"},
+		{"string value", `{"horizon": 4, "series": [{"values": [1, "2"]}]}`, "invalid_argument", `field "series.values"`},
+		{"NaN string", `{"horizon": 4, "series": [{"values": [1, "NaN"]}]}`, "invalid_argument", "expected float64"},
+		{"Infinity string", `{"horizon": 4, "series": [{"values": ["Infinity", 1]}]}`, "invalid_argument", "expected float64"},
+		{"bare NaN", `{"horizon": 4, "series": [{"values": [NaN]}]}`, "invalid_argument", "malformed JSON"},
+		{"overflowing number", `{"horizon": 4, "series": [{"values": [1e39]}]}`, "invalid_argument", "not a finite float32"},
+		{"horizon as string", `{"horizon": "4", "series": [{"values": [1]}]}`, "invalid_argument", `field "horizon"`},
+		{"negative horizon", `{"horizon": -4, "series": [{"values": [1]}]}`, "invalid_argument", "horizon: must be >= 1"},
+		{"zero horizon", `{"horizon": 0, "series": [{"values": [1]}]}`, "invalid_argument", "horizon"},
+		{"huge horizon", `{"horizon": 100000000, "series": [{"values": [1]}]}`, "invalid_argument", "exceeds the model's limit"},
+		{"horizon overflow", `{"horizon": 1e30, "series": [{"values": [1]}]}`, "invalid_argument", `field "horizon"`},
+		{"no series", `{"horizon": 4, "series": []}`, "invalid_argument", "at least one series"},
+		{"empty values", `{"horizon": 4, "series": [{"values": []}]}`, "invalid_argument", "at least one value"},
+		{"all missing", `{"horizon": 4, "series": [{"values": [null, null]}]}`, "invalid_argument", "every value is NaN"},
+		{"unknown field", `{"horizon": 4, "series": [{"values": [1]}], "temperature": 2}`, "invalid_argument", "unknown field"},
+		{"bad level", `{"horizon": 4, "quantiles": [0.5, 1.0], "series": [{"values": [1]}]}`, "invalid_argument", "quantiles[1]"},
+		{"negative group", `{"horizon": 4, "series": [{"values": [1], "group": -1}]}`, "invalid_argument", "group"},
+		{"timestamps length", `{"horizon": 4, "series": [{"values": [1, 2], "timestamps": ["2020-01"]}]}`, "invalid_argument", "timestamps"},
+		{"timestamps order", `{"horizon": 4, "series": [{"values": [1, 2], "timestamps": ["2020-02", "2020-01"]}]}`, "invalid_argument", "not after"},
+		{"timestamps format", `{"horizon": 4, "series": [{"values": [1, 2], "timestamps": ["yesterday", "today"]}]}`, "invalid_argument", "want YYYY-MM"},
+		{"covariate length", `{"horizon": 4, "series": [{"values": [1, 2], "covariates": [{"past": [1]}]}]}`, "invalid_argument", "1 past values for a series of 2"},
+		{"covariate kinds", `{"horizon": 4, "series": [{"values": [1], "covariates": [{"past": [1], "past_labels": ["a"]}]}]}`, "invalid_argument", "either"},
+		{"oversized body", `{"horizon": 4, "series": [{"values": [` + strings.Repeat("1,", 4000) + `1]}]}`, "body_too_large", "exceeds 4096 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, b := ts.post(t, tc.body)
+			if code != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", code, b)
+			}
+			var e struct {
+				Error apiError `json:"error"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatalf("error body is not JSON: %s", b)
+			}
+			if e.Error.Code != tc.code || !strings.Contains(e.Error.Message, tc.message) {
+				t.Fatalf("error %+v, want code %s containing %q", e.Error, tc.code, tc.message)
+			}
+		})
+	}
+	if code, _, _ := ts.post(t, `{"model": "nope", "horizon": 4, "series": [{"values": [1]}]}`); code != 404 {
+		t.Fatalf("unknown model: %d", code)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	ts := start(t, Config{APIKeys: []string{"k1-secret", "k2-secret"}})
+	body := `{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`
+	tests := []struct {
+		name   string
+		header []string
+		code   int
+	}{
+		{"missing", nil, 401},
+		{"wrong", []string{"Authorization", "Bearer nope"}, 401},
+		{"prefix of a key", []string{"Authorization", "Bearer k1-secre"}, 401},
+		{"no Bearer", []string{"Authorization", "k1-secret"}, 401},
+		{"lower-case scheme", []string{"Authorization", "bearer k1-secret"}, 401},
+		{"first key", []string{"Authorization", "Bearer k1-secret"}, 200},
+		{"second key", []string{"Authorization", "Bearer k2-secret"}, 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, h, b := ts.post(t, body, tc.header...)
+			if code != tc.code {
+				t.Fatalf("status %d, want %d: %s", code, tc.code, b)
+			}
+			if code == 401 && (!strings.Contains(string(b), "missing or invalid API key") || h.Get("WWW-Authenticate") == "") {
+				t.Fatalf("401 body/header: %s %v", b, h)
+			}
+		})
+	}
+	for _, path := range []string{"/livez", "/readyz", "/metrics", "/openapi.json"} {
+		resp, err := http.Get(ts.http.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s without a key: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// gate blocks the model's worker before each library call until released, and counts the calls.
+type gate struct {
+	mu      sync.Mutex
+	entered chan int
+	release chan struct{}
+	sizes   []int
+}
+
+func newGate() *gate { return &gate{entered: make(chan int, 64), release: make(chan struct{})} }
+
+func (g *gate) hook(n int) {
+	g.mu.Lock()
+	g.sizes = append(g.sizes, n)
+	g.mu.Unlock()
+	g.entered <- n
+	<-g.release
+}
+
+func (ts *testServer) setHook(f func(int)) {
+	for _, m := range ts.models {
+		m.batcher.beforeRun = f
+	}
+}
+
+func TestQueueFullIs429(t *testing.T) {
+	ts := start(t, Config{QueueSize: 1, MaxBatch: 1})
+	g := newGate()
+	ts.setHook(g.hook)
+	body := `{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`
+	results := make(chan int, 2)
+	go func() { c, _, _ := ts.post(t, body); results <- c }()
+	<-g.entered // the worker holds request 1
+	go func() { c, _, _ := ts.post(t, body); results <- c }()
+	deadline := time.Now().Add(5 * time.Second)
+	for ts.metrics.queueDepth.Load() < 1 && time.Now().Before(deadline) { // request 2 fills the queue
+		time.Sleep(time.Millisecond)
+	}
+	code, h, b := ts.post(t, body)
+	if code != 429 || h.Get("Retry-After") == "" || !strings.Contains(string(b), "overloaded") {
+		t.Fatalf("third request: %d %v %s", code, h, b)
+	}
+	close(g.release)
+	for i := 0; i < 2; i++ {
+		if c := <-results; c != 200 {
+			t.Fatalf("admitted request got %d", c)
+		}
+	}
+}
+
+func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
+	ts := start(t, Config{MaxBatch: 1})
+	g := newGate()
+	ts.setHook(g.hook)
+	body := `{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`
+	first := make(chan int, 1)
+	go func() { c, _, _ := ts.post(t, body); first <- c }()
+	<-g.entered
+	// A second client queues behind and gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/v1/forecast", strings.NewReader(body))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for ts.metrics.queueDepth.Load() < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled client got a response")
+	}
+	time.Sleep(50 * time.Millisecond) // the handler notices the disconnect
+	close(g.release)
+	if c := <-first; c != 200 {
+		t.Fatalf("first request: %d", c)
+	}
+	// The abandoned job is dropped by the worker: no second library call happens.
+	time.Sleep(100 * time.Millisecond)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.sizes) != 1 {
+		t.Fatalf("library calls %v, want one", g.sizes)
+	}
+	if ts.metrics.queueDepth.Load() != 0 {
+		t.Fatalf("queue depth %d", ts.metrics.queueDepth.Load())
+	}
+}
+
+// Micro-batching is invisible in the answers: concurrent requests merged into one library call get
+// exactly (bit for bit) the numbers each gets alone.
+func TestBatchedEqualsUnbatched(t *testing.T) {
+	_, vals := airPassengers(t)
+	bodies := make([]string, 12)
+	for i := range bodies {
+		window := vals[i : i+100]
+		bodies[i] = fmt.Sprintf(`{"horizon": 18, "quantiles": [0.05, 0.5, 0.95], "series": [{"values": %s}]}`, seriesJSON(window))
+	}
+	alone := start(t, Config{MaxBatch: 1})
+	want := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		code, _, out := alone.post(t, b)
+		if code != 200 {
+			t.Fatalf("unbatched %d: %s", code, out)
+		}
+		want[i] = out
+	}
+
+	batched := start(t, Config{MaxBatch: 64, MaxWait: 200 * time.Millisecond})
+	g := newGate()
+	batched.setHook(g.hook)
+	got := make([][]byte, len(bodies))
+	var wg sync.WaitGroup
+	for i, b := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _, out := batched.post(t, b)
+			if code != 200 {
+				t.Errorf("batched %d: %s", code, out)
+			}
+			got[i] = out
+		}()
+	}
+	go func() {
+		for range g.entered {
+		}
+	}()
+	close(g.release)
+	wg.Wait()
+	close(g.entered)
+	for i := range bodies {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("request %d differs:\nbatched   %s\nunbatched %s", i, got[i], want[i])
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	merged := false
+	for _, n := range g.sizes {
+		merged = merged || n > 1
+	}
+	if !merged {
+		t.Fatalf("no batch merged more than one request: %v", g.sizes)
+	}
+}
+
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	ts := start(t, Config{})
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]any `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var documented, served []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	for _, r := range ts.routes() {
+		served = append(served, r.method+" "+r.path)
+	}
+	sort.Strings(documented)
+	sort.Strings(served)
+	if strings.Join(documented, "\n") != strings.Join(served, "\n") {
+		t.Fatalf("openapi.json documents\n%s\nbut the server serves\n%s", strings.Join(documented, "\n"), strings.Join(served, "\n"))
+	}
+	// Every documented operation answers with a status the document lists.
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			body := io.Reader(nil)
+			if method == "post" {
+				body = strings.NewReader(`{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`)
+			}
+			req, _ := http.NewRequest(strings.ToUpper(method), ts.http.URL+path, body)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if _, ok := op.Responses[strconv.Itoa(resp.StatusCode)]; !ok {
+				t.Fatalf("%s %s answered %d, not documented", method, path, resp.StatusCode)
+			}
+		}
+	}
+}
+
+func TestHealthModelsMetricsAndDrain(t *testing.T) {
+	s, err := New(Config{Models: map[string]string{"default": defaultModelDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httptest.NewServer(s.Handler())
+	defer h.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(h.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if c, b := get("/readyz"); c != 503 || !strings.Contains(b, "loading") {
+		t.Fatalf("readyz before load: %d %s", c, b)
+	}
+	if c, _ := get("/livez"); c != 200 {
+		t.Fatalf("livez: %d", c)
+	}
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := get("/readyz"); c != 200 {
+		t.Fatalf("readyz after load: %d", c)
+	}
+	c, b := get("/v1/models")
+	if c != 200 || !strings.Contains(b, `"name":"default"`) || !strings.Contains(b, `"kind":"chronos2"`) {
+		t.Fatalf("models: %d %s", c, b)
+	}
+	resp, _ := http.Post(h.URL+"/v1/forecast", "application/json", strings.NewReader(`{"horizon": 3, "series": [{"values": [1, 2, 3, 4]}]}`))
+	resp.Body.Close()
+	_, metrics := get("/metrics")
+	for _, want := range []string{`cutenative_requests_total{endpoint="forecast",outcome="ok"} 1`, "cutenative_queue_depth 0",
+		"cutenative_inference_seconds_count 1", "cutenative_queue_seconds_bucket", `cutenative_batch_series_bucket{le="1"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+	s.Drain()
+	if c, b := get("/readyz"); c != 503 || !strings.Contains(b, "draining") {
+		t.Fatalf("readyz while draining: %d %s", c, b)
+	}
+	s.Close()
+	resp, _ = http.Post(h.URL+"/v1/forecast", "application/json", strings.NewReader(`{"horizon": 3, "series": [{"values": [1, 2, 3, 4]}]}`))
+	resp.Body.Close()
+	if resp.StatusCode != 404 && resp.StatusCode != 503 {
+		t.Fatalf("after close: %d", resp.StatusCode)
+	}
+}
+
+func TestFutureTimestamps(t *testing.T) {
+	tests := []struct {
+		in   []string
+		h    int
+		want []string
+	}{
+		{[]string{"2020-01", "2020-02"}, 2, []string{"2020-03", "2020-04"}},
+		{[]string{"2020-11", "2021-02"}, 2, []string{"2021-05", "2021-08"}},                             // quarterly
+		{[]string{"2020-01-31", "2020-02-01"}, 1, []string{"2020-02-02"}},                               // daily
+		{[]string{"2020-01-15", "2020-02-15"}, 1, []string{"2020-03-15"}},                               // monthly by day
+		{[]string{"2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z"}, 1, []string{"2024-03-01T02:00:00Z"}}, // hourly
+		{[]string{"2020-01-01", "2020-01-02", "2020-01-05"}, 1, nil},                                    // irregular
+		{[]string{"2020-01"}, 1, nil},
+	}
+	for _, tc := range tests {
+		got, err := futureTimestamps(tc.in, tc.h)
+		if err != nil || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Fatalf("%v: got %v %v, want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
