@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
-# The README's main job. Until the server exists it builds the library and runs the C example on a
-# small generated Chronos-2 checkpoint, printing what the library knows about the model.
+# The README's main job: set up, build the library and the Go server, start the server on its embedded
+# default model (a small Chronos-2), send it a forecast for a real public series (monthly airline
+# passengers 1949-1960, examples/data/airpassengers.csv), print the forecast and write a fan chart.
+#   scripts/run.sh [horizon] [png path]      (defaults: 24, ./forecast.png)
+# Environment: CUTENATIVE_LISTEN (default 127.0.0.1:8080) and the server's other variables (README).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-"$CN_ROOT/scripts/setup.sh" --no-go
-"$CN_ROOT/scripts/build.sh"
-model_dir="$CN_CACHE/models/test-chronos2"
-mkdir -p "$model_dir"
-"$CN_BUILD/tests/make_test_checkpoint" "$model_dir"
-"$CN_BUILD/examples/c/cn_model_info" "$model_dir"
+horizon="${1:-24}"
+png="${2:-$PWD/forecast.png}"
+case "$png" in /*) ;; *) png="$PWD/$png" ;; esac
+"$CN_ROOT/scripts/setup.sh"
+"$CN_ROOT/scripts/build.sh" >/dev/null
+bin="$CN_BUILD/bin"
+mkdir -p "$bin"
+"$CN_ROOT/scripts/go.sh" build -o "$bin/cutenative-server" ./cmd/cutenative-server
+"$CN_ROOT/scripts/go.sh" build -o "$bin/cutenative-demo" ./cmd/cutenative-demo
+
+listen="${CUTENATIVE_LISTEN:-127.0.0.1:8080}"
+log="$CN_BUILD/cutenative-server.log"
+CUTENATIVE_LISTEN="$listen" "$bin/cutenative-server" >"$log" 2>&1 &
+server=$!
+cleanup() {
+    kill -TERM "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+}
+trap cleanup EXIT
+echo "server: pid $server on http://$listen (log: $log)"
+"$bin/cutenative-demo" -url "http://$listen" -csv "$CN_ROOT/examples/data/airpassengers.csv" -horizon "$horizon" \
+    -png "$png" -wait 120s

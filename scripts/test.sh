@@ -19,4 +19,6 @@ echo "== ctest"
 if [ "$run_go" = 1 ]; then
     echo "== go test -race"
     "$CN_ROOT/scripts/go.sh" test -race -count=1 ./...
+    echo "== go vet (examples/go)"
+    CN_GO_DIR="$CN_ROOT/examples/go" "$CN_ROOT/scripts/go.sh" vet ./...
 fi
