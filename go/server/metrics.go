@@ -80,6 +80,13 @@ func (m *metrics) countRequest(endpoint, outcome string) {
 	m.mu.Unlock()
 }
 
+// count returns the requests counted for (endpoint, outcome).
+func (m *metrics) count(endpoint, outcome string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requests[[2]string{endpoint, outcome}]
+}
+
 func (m *metrics) write(w io.Writer) {
 	m.mu.Lock()
 	keys := make([][2]string, 0, len(m.requests))

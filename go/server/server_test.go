@@ -323,20 +323,30 @@ func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled client got a response")
 	}
-	time.Sleep(50 * time.Millisecond) // the handler notices the disconnect
+	// Wait until the server noticed the disconnect (the handler answered "cancelled").
+	deadline = time.Now().Add(5 * time.Second)
+	for ts.metrics.count("forecast", "cancelled") == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if ts.metrics.count("forecast", "cancelled") != 1 {
+		t.Fatal("the server did not notice the disconnect")
+	}
 	close(g.release)
 	if c := <-first; c != 200 {
 		t.Fatalf("first request: %d", c)
 	}
-	// The abandoned job is dropped by the worker: no second library call happens.
-	time.Sleep(100 * time.Millisecond)
+	// The abandoned job is dropped by the worker (the queue empties) without a second library call.
+	deadline = time.Now().Add(5 * time.Second)
+	for ts.metrics.queueDepth.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if d := ts.metrics.queueDepth.Load(); d != 0 {
+		t.Fatalf("queue depth %d", d)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.sizes) != 1 {
 		t.Fatalf("library calls %v, want one", g.sizes)
-	}
-	if ts.metrics.queueDepth.Load() != 0 {
-		t.Fatalf("queue depth %d", ts.metrics.queueDepth.Load())
 	}
 }
 
