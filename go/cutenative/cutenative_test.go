@@ -1,6 +1,7 @@
 package cutenative
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -155,5 +156,27 @@ func TestConcurrentUseAndClose(t *testing.T) {
 	}
 	if _, err := m.Info(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Info after Close: %v", err)
+	}
+}
+
+func TestEmbedAndGenerateUnsupportedOnForecasters(t *testing.T) {
+	m, err := Open(writeChronos2(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Embed(context.Background(), []string{"a knight in shining armour"}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Embed: %v", err)
+	}
+	if _, err := m.Embed(context.Background(), nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Embed(nil): %v", err)
+	}
+	_, err = m.Generate(context.Background(), &GenerateRequest{Prompt: "a lighthouse", Width: 64, Height: 64})
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Generate: %v", err)
+	}
+	mustContain(t, err.Error(), "chronos2 models cannot generate images")
+	if _, err := m.Generate(context.Background(), &GenerateRequest{Prompt: "x", Width: 17, Height: 64}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("bad size: %v", err)
 	}
 }
