@@ -85,7 +85,7 @@ MODELS = {
     },
     "tiny_b": {
         "seed": 5678,
-        "core": dict(d_model=48, d_kv=12, num_heads=4, d_ff=96, num_layers=3),
+        "core": dict(d_model=48, d_kv=8, num_heads=6, d_ff=96, num_layers=3),
         "chronos_config": {  # no time_encoding_scale: the reference then uses context_length
             "context_length": 96,
             "input_patch_size": 4,
