@@ -39,6 +39,7 @@ public:
     at::Tensor load(const std::string& name, c10::ScalarType dtype) const;
 
     const format::Checkpoint& checkpoint() const { return *checkpoint_; }
+    const WeightLoadOptions& options() const { return options_; }
     uint64_t expected_elements() const;
 
 private:

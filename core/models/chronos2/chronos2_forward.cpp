@@ -93,6 +93,12 @@ at::Tensor patch(const at::Tensor& x, int64_t p) {
 
 }  // namespace
 
+at::Tensor rope_inv_freq(const Chronos2Config& cfg, c10::Device device) {
+    const int64_t dk = cfg.d_kv;
+    return (1.0 / at::pow(cfg.rope_theta, at::arange(0, dk, 2, at::kLong).to(at::kFloat) / static_cast<double>(dk)))
+        .to(device);
+}
+
 at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dt, const at::Tensor& context_in,
                    const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t N, bool singleton_groups) {
     const int64_t p = cfg.patch_size;
@@ -183,10 +189,7 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
     }
 
     // RoPE tables (fp32, then the model dtype), positions 0..S-1.
-    // inv_freq is computed on the CPU, as the reference does at init, then moved to the device.
-    const at::Tensor inv_freq =
-        (1.0 / at::pow(cfg.rope_theta, at::arange(0, dk, 2, at::kLong).to(at::kFloat) / static_cast<double>(dk)))
-            .to(context.device());
+    const at::Tensor& inv_freq = w.inv_freq;  // no host work inside the pass: it can be captured in a CUDA graph
     const at::Tensor pos = at::arange(0, S, context.options().dtype(at::kLong)).view({1, 1, S}).to(at::kFloat);
     const at::Tensor freqs = at::matmul(inv_freq.view({1, -1, 1}), pos).transpose(1, 2);  // [1, S, dk/2]
     const at::Tensor emb = at::cat({freqs, freqs}, -1);

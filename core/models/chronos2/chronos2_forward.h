@@ -25,7 +25,11 @@ struct Chronos2Weights {
     ResidualBlockWeights input_embed, output_embed;
     std::vector<LayerWeights> layers;
     at::Tensor final_norm;
+    at::Tensor inv_freq;  // RoPE inverse frequencies [d_kv/2], fp32 on the device (not in the checkpoint)
 };
+
+// RoPE inverse frequencies computed on the CPU as the reference does at init, then moved to `device`.
+at::Tensor rope_inv_freq(const Chronos2Config& cfg, c10::Device device);
 
 // One forward pass.
 //   context           [B, L] fp32, NaN = missing (rows left-padded with NaN to a common length)

@@ -7,6 +7,9 @@
 #include "core/models/chronos2/chronos2_forward.h"
 #include "core/models/chronos2/chronos2_pipeline.h"
 #include "core/runtime/weights.h"
+#ifdef CN_WITH_CUDA
+#include "core/models/chronos2/chronos2_graphs.h"
+#endif
 
 namespace cn::chronos2 {
 namespace {
@@ -30,6 +33,7 @@ ResidualBlockWeights load_residual_block(const Weights& w, const std::string& p)
 
 Chronos2Weights load_weights(const Chronos2Config& cfg, const Weights& w) {
     Chronos2Weights out;
+    out.inv_freq = rope_inv_freq(cfg, w.options().device);
     out.shared = w.load("shared.weight");
     out.input_embed = load_residual_block(w, "input_patch_embedding");
     out.output_embed = load_residual_block(w, "output_patch_embedding");
@@ -99,10 +103,41 @@ public:
     // so a request cannot ask for unbounded work.
     static constexpr int64_t kMaxHorizon = 1 << 16;
 
+protected:
+    // eager: ATen ops; graph: CUDA graphs per shape bucket (CUDA builds, CUDA devices); fused: not yet.
+    void apply_mode(cn_mode mode) override {
+        if (mode == CN_MODE_EAGER) {
+            pipe_.graphs = nullptr;
+#ifdef CN_WITH_CUDA
+            graphs_.reset();
+#endif
+            return;
+        }
+#ifdef CN_WITH_CUDA
+        if (mode == CN_MODE_GRAPH && options_.device.is_cuda()) {
+            graphs_ = std::make_unique<GraphCache>(cfg_, w_, options_.dtype, options_.device);
+            pipe_.graphs = graphs_.get();
+            return;
+        }
+#endif
+        Model::apply_mode(mode);  // UNSUPPORTED with the standard message
+    }
+
+    MemoryUse memory_use() const override {
+        MemoryUse m{weight_bytes_, 0, 0};
+#ifdef CN_WITH_CUDA
+        if (graphs_) m.graph_pool_bytes = graphs_->pool_bytes();
+#endif
+        return m;
+    }
+
 private:
     Chronos2Config cfg_;
     Chronos2Weights w_;
     PipelineOptions pipe_;
+#ifdef CN_WITH_CUDA
+    std::unique_ptr<GraphCache> graphs_;  // declared after w_: destroyed before the weights it replays
+#endif
 };
 
 }  // namespace

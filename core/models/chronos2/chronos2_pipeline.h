@@ -15,11 +15,14 @@
 
 namespace cn::chronos2 {
 
+class GraphCache;
+
 struct PipelineOptions {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
     int64_t batch_rows = 256;  // the reference's default batch_size: rows (targets + covariates) per batch
     int64_t max_horizon = 0;
+    GraphCache* graphs = nullptr;  // graph mode: forward passes replay captured CUDA graphs
 };
 
 // Output shape of a request (validates its structure: horizon set, covariates attached to series).

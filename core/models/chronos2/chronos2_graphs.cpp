@@ -1,0 +1,116 @@
+#include "core/models/chronos2/chronos2_graphs.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "core/common/status.h"
+
+namespace cn::chronos2 {
+namespace {
+
+int64_t bucket_rows(int64_t b) {
+    int64_t p = 1;
+    while (p < b) p <<= 1;
+    return p;
+}
+
+int64_t reserved_bytes(c10::Device d) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
+    return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+// Group ids of padding rows: distinct from each other and from any real id.
+constexpr int64_t kPadGroupBase = int64_t{1} << 40;
+
+}  // namespace
+
+struct GraphCache::Entry {
+    at::cuda::CUDAGraph graph;
+    at::Tensor context, group_ids, future, out;
+    uint64_t last_used = 0;
+    uint64_t bytes = 0;
+};
+
+GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device,
+                       size_t max_graphs)
+    : cfg_(cfg), w_(w), dtype_(dtype), device_(device), max_graphs_(max_graphs) {
+    if (!device.is_cuda()) fail(Status::kUnsupported, "graph mode needs a CUDA device");
+}
+
+GraphCache::~GraphCache() = default;
+
+GraphCache::Entry& GraphCache::capture(const Key& key) {
+    const auto [B, L, N, has_future, singleton] = key;
+    if (entries_.size() >= max_graphs_) {  // evict the least recently used graph
+        auto victim = entries_.begin();
+        for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+            if (it->second->last_used < victim->second->last_used) victim = it;
+        }
+        pool_bytes_ -= victim->second->bytes;
+        entries_.erase(victim);
+    }
+    const int64_t before = reserved_bytes(device_);
+    auto e = std::make_unique<Entry>();
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
+    e->context = at::zeros({B, L}, f32);
+    e->group_ids = at::arange(B, f32.dtype(at::kLong)) + kPadGroupBase;
+    if (has_future) e->future = at::full({B, N * cfg_.patch_size}, std::numeric_limits<float>::quiet_NaN(), f32);
+
+    // Warm up on a side stream (cuBLAS handles, workspaces), then capture there.
+    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+    {
+        c10::cuda::CUDAStreamGuard guard(stream);
+        for (int i = 0; i < 2; ++i) forward(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
+        stream.synchronize();
+        e->graph.capture_begin();
+        e->out = forward(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
+        e->graph.capture_end();
+    }
+    stream.synchronize();
+    e->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
+    pool_bytes_ += e->bytes;
+    auto& slot = entries_[key];
+    slot = std::move(e);
+    return *slot;
+}
+
+at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future,
+                           int64_t N, bool singleton) {
+    std::lock_guard<std::mutex> lock(mu_);
+    c10::cuda::CUDAGuard device_guard(device_);
+    const int64_t B = context.size(0), L = context.size(1);
+    const Key key{bucket_rows(B), L, N, future.defined(), singleton};
+    auto it = entries_.find(key);
+    Entry& e = it != entries_.end() ? *it->second : capture(key);
+    e.last_used = ++tick_;
+    const int64_t Bp = e.context.size(0);
+    // Real rows first; padding rows get a constant series, their own groups and no future values.
+    e.context.slice(0, 0, B).copy_(context);
+    if (Bp > B) e.context.slice(0, B).fill_(0.0);
+    e.group_ids.slice(0, 0, B).copy_(group_ids);
+    if (Bp > B) e.group_ids.slice(0, B).copy_(at::arange(Bp - B, group_ids.options()) + kPadGroupBase);
+    if (future.defined()) {
+        e.future.slice(0, 0, B).copy_(future);
+        if (Bp > B) e.future.slice(0, B).fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+    e.graph.replay();
+    return e.out.slice(0, 0, B).clone();
+}
+
+uint64_t GraphCache::pool_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pool_bytes_;
+}
+
+size_t GraphCache::size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.size();
+}
+
+}  // namespace cn::chronos2

@@ -1,0 +1,54 @@
+// Graph mode for Chronos-2: one CUDA graph per shape bucket, captured on first use and replayed.
+// A bucket is (rows padded up to a power of two, context length, output patches, future covariates
+// present, singleton groups). Padding rows hold a constant dummy series in a group of its own; since
+// every layer runs per series, the real rows' results are bit-identical to eager mode. Time is never
+// padded (the context length is part of the key), because that would shift RoPE positions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/models/chronos2/chronos2_config.h"
+#include "core/models/chronos2/chronos2_forward.h"
+
+namespace cn::chronos2 {
+
+class GraphCache {
+public:
+    GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device,
+               size_t max_graphs = 64);
+    ~GraphCache();
+    GraphCache(const GraphCache&) = delete;
+    GraphCache& operator=(const GraphCache&) = delete;
+
+    // Same contract as forward(); inputs on the device. Calls are serialised (the graphs own static
+    // buffers). Returns a fresh tensor [B, Q, N * patch].
+    at::Tensor run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future_covariates,
+                   int64_t num_output_patches, bool singleton_groups);
+
+    // Device bytes the captured graphs keep (their memory pools and static buffers).
+    uint64_t pool_bytes() const;
+    size_t size() const;
+
+private:
+    struct Entry;
+    using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
+    Entry& capture(const Key& key);
+
+    const Chronos2Config& cfg_;
+    const Chronos2Weights& w_;
+    c10::ScalarType dtype_;
+    c10::Device device_;
+    size_t max_graphs_;
+    mutable std::mutex mu_;
+    std::map<Key, std::unique_ptr<Entry>> entries_;
+    uint64_t tick_ = 0;
+    uint64_t pool_bytes_ = 0;
+};
+
+}  // namespace cn::chronos2
