@@ -8,6 +8,9 @@
 #include <utility>
 
 #include <c10/util/Exception.h>
+#ifdef CN_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include "capi/include/cutenative.h"
 #include "core/common/status.h"
@@ -65,6 +68,13 @@ cn_status guarded(cn_error* err, F&& f) noexcept {
     } catch (const cn::Error& e) {
         return set_error(err, static_cast<cn_status>(e.status()), e.what());
     } catch (const c10::OutOfMemoryError& e) {
+        // Give the cached blocks of the failed call back, so the model stays usable for smaller work.
+#ifdef CN_WITH_CUDA
+        try {
+            c10::cuda::CUDACachingAllocator::emptyCache();
+        } catch (...) {
+        }
+#endif
         return set_error(err, CN_STATUS_OUT_OF_DEVICE_MEMORY, e.what_without_backtrace());
     } catch (const c10::Error& e) {
         return set_error(err, CN_STATUS_INTERNAL, e.what_without_backtrace());

@@ -552,6 +552,47 @@ def time_workload(runner, wl, device, warmup, n_runs):
     return statistics.median(times), times, runner.to_numpy(first)
 
 
+def profile_row(lib, model_dir, device, row_key, wl, calls=10):
+    """Where the time goes: one cutenative row on one workload under torch.profiler (same process, same
+    LibTorch, so its CUDA kernels are recorded). Returns a markdown section."""
+    from torch.profiler import ProfilerActivity, profile
+
+    row = next((r for r in ROWS if r[0] == row_key), None)
+    if row is None or row[2] != "cn":
+        return "\n## Profile\n\n(--profile %s: not a cutenative row)\n" % row_key
+    _, label, _, dt, mode = row
+    runner = CnRunner(lib, model_dir, device, dt, mode)
+    try:
+        s0, e0 = wl.calls[0]
+        for _ in range(3):
+            runner.call(wl, s0, e0)
+        sync(device)
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                runner.call(wl, s0, e0)
+            sync(device)
+        wall = (time.perf_counter() - t0) / calls
+    finally:
+        runner.close()
+    kernels = {}
+    for ev in prof.events():
+        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
+            k = kernels.setdefault(ev.name, [0, 0.0])
+            k[0] += 1
+            k[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+    n_kernels = sum(c for c, _ in kernels.values()) / calls
+    gpu_us = sum(t for _, t in kernels.values()) / calls
+    lines = ["", "## Profile: %s, %s (per call, %d calls under torch.profiler)" % (label, wl.title, calls), "",
+             "- wall time %.3f ms (profiler overhead included); GPU busy %.3f ms in %.0f kernels (%.2f µs each on average)"
+             % (wall * 1e3, gpu_us / 1e3, n_kernels, gpu_us / max(n_kernels, 1)), "",
+             "| kernel | launches per call | GPU µs per call | share |", "|---|---:|---:|---:|"]
+    for name, (c, t) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:20]:
+        lines.append("| `%s` | %.0f | %.1f | %.1f%% |" % (name[:90].replace("|", "/"), c / calls, t / calls,
+                                                          100.0 * t / max(sum(x for _, x in kernels.values()), 1e-9)))
+    return "\n".join(lines) + "\n"
+
+
 # ======================================================================================================
 # Report
 # ======================================================================================================
@@ -705,6 +746,8 @@ def main(argv=None):
                     help="comma-separated subset of: " + ", ".join(k for k, *_ in ROWS))
     ap.add_argument("--workloads", default="a,b,c,d", help="comma-separated subset of a,b,c,d")
     ap.add_argument("--checkpoint", help="directory for the checkpoint (kept; reused if it has config.json)")
+    ap.add_argument("--profile", default="", help="row key to profile on the first workload (torch.profiler, CUDA "
+                    "kernels by GPU time) after the timings; appended to the report")
     args = ap.parse_args(argv)
 
     row_keys = [k for k in args.rows.split(",") if k]
@@ -868,10 +911,16 @@ def main(argv=None):
             del runner
             free_device()
             write_report()
+        if args.profile:
+            ctx["profile"] = profile_row(lib, model_dir, device, args.profile, workloads[0])
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     text = write_report()
+    if ctx.get("profile"):
+        text += ctx["profile"]
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(ctx["profile"])
     print(text, end="", flush=True)
     log("wrote %s" % args.out)
     return 0

@@ -111,3 +111,47 @@ TEST(Chronos2GraphGpu, GraphEqualsEagerBitForBit) {
 }
 
 }  // namespace
+
+namespace {
+
+// A request whose dense group attention cannot fit on any GPU: one multivariate task of 60,000 series
+// (the group mask alone is 60000^2 x S floats). The call must answer OUT_OF_DEVICE_MEMORY and leave the
+// model usable, in eager and in graph mode.
+TEST(Chronos2Gpu, OutOfMemoryIsAStatusAndTheModelRecovers) {
+    if (cn_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    for (int mode : {CN_MODE_EAGER, CN_MODE_GRAPH}) {
+        SCOPED_TRACE(mode);
+        cn_model_params p;
+        cn_model_params_init(&p);
+        p.device_type = CN_DEVICE_CUDA;
+        p.mode = mode;
+        cn_model* m = nullptr;
+        const std::string dir = std::string(CN_FIXTURES_DIR) + "/chronos2/tiny_a";
+        ASSERT_EQ(cn_model_create(dir.c_str(), &p, &m, nullptr), CN_STATUS_OK);
+        const Req small{{wave(64, 0.1f, 10.0f)}, {-1}, 8, false};
+        const auto before = run(m, small);
+
+        cn_forecast_request* big = nullptr;
+        cn_forecast_request_create(&big, nullptr);
+        const auto v = wave(128, 0.3f, 5.0f);
+        for (int i = 0; i < 60000; ++i) cn_forecast_request_add_series(big, v.data(), v.size(), 0, nullptr, nullptr);
+        cn_forecast_request_set_horizon(big, 8, nullptr);
+        cn_forecast_shape s;
+        cn_forecast_shape_init(&s);
+        ASSERT_EQ(cn_forecast_get_shape(m, big, &s, nullptr), CN_STATUS_OK);
+        std::vector<float> out(s.n_values);
+        cn_error* err = nullptr;
+        cn_error_create(&err);
+        EXPECT_EQ(cn_forecast(m, big, nullptr, out.data(), out.size(), nullptr, 0, err), CN_STATUS_OUT_OF_DEVICE_MEMORY)
+            << cn_error_message(err);
+        cn_error_free(err);
+        cn_forecast_request_free(big);
+
+        const auto after = run(m, small);  // still works, same answer
+        ASSERT_EQ(after.size(), before.size());
+        for (size_t k = 0; k < after.size(); ++k) ASSERT_EQ(after[k], before[k]) << k;
+        cn_model_free(m);
+    }
+}
+
+}  // namespace

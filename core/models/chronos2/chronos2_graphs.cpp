@@ -69,7 +69,16 @@ GraphCache::Entry& GraphCache::capture(const Key& key) {
         for (int i = 0; i < 2; ++i) forward(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
         stream.synchronize();
         e->graph.capture_begin();
-        e->out = forward(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
+        try {
+            e->out = forward(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
+        } catch (...) {
+            // End the capture so the stream is usable again, then report the original failure.
+            try {
+                e->graph.capture_end();
+            } catch (...) {
+            }
+            throw;
+        }
         e->graph.capture_end();
     }
     stream.synchronize();
