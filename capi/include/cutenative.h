@@ -162,9 +162,14 @@ typedef enum cn_model_kind {
     CN_MODEL_KIND_TOTO = 5        /* forecast (reserved) */
 } cn_model_kind;
 
+/* Execution modes. Outputs of every mode match fp32 eager within the mode's tolerance: GRAPH is bit-identical
+ * to EAGER on the same device and dtype (rows are padded to the bucket with isolated dummy series, time is
+ * never padded); FUSED kernels state their tolerance in docs/benchmarks.md; bf16/f16 follow the reference
+ * implementation's own precision map (Chronos-2 bf16: ~2-3% relative MAE vs fp32 on random weights). */
 typedef enum cn_mode {
     CN_MODE_EAGER = 0,  /* plain ATen ops; every device */
-    CN_MODE_GRAPH = 1,  /* CUDA graphs captured per shape bucket, replayed; CUDA only */
+    CN_MODE_GRAPH = 1,  /* CUDA graphs captured per shape bucket on first use, then replayed; CUDA only.
+                           Holds graph memory pools (cn_model_info.graph_pool_bytes); calls are serialised */
     CN_MODE_FUSED = 2   /* cutenative's own kernels where they exist, eager ops elsewhere */
 } cn_mode;
 

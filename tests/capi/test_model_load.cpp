@@ -104,6 +104,9 @@ TEST(ModelLoad, ModesOnCpu) {
     cn_mode m = CN_MODE_FUSED;
     ASSERT_EQ(cn_model_get_mode(r.model, &m, err), CN_STATUS_OK);
     EXPECT_EQ(m, CN_MODE_EAGER) << "a refused switch leaves the mode as it was";
+    EXPECT_EQ(cn_model_set_mode(r.model, CN_MODE_FUSED, err), CN_STATUS_OK) << "fused falls back to eager ops";
+    ASSERT_EQ(cn_model_get_mode(r.model, &m, err), CN_STATUS_OK);
+    EXPECT_EQ(m, CN_MODE_FUSED);
     EXPECT_EQ(cn_model_set_mode(r.model, CN_MODE_EAGER, err), CN_STATUS_OK);
     EXPECT_EQ(cn_model_set_mode(r.model, static_cast<cn_mode>(9), err), CN_STATUS_INVALID_ARGUMENT);
     cn_error_free(err);

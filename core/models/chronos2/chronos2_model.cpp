@@ -104,9 +104,10 @@ public:
     static constexpr int64_t kMaxHorizon = 1 << 16;
 
 protected:
-    // eager: ATen ops; graph: CUDA graphs per shape bucket (CUDA builds, CUDA devices); fused: not yet.
+    // eager: ATen ops; graph: CUDA graphs per shape bucket (CUDA builds, CUDA devices); fused: our own
+    // kernels where they exist, eager ops elsewhere (Chronos-2 has none yet, so fused runs the eager ops).
     void apply_mode(cn_mode mode) override {
-        if (mode == CN_MODE_EAGER) {
+        if (mode == CN_MODE_EAGER || mode == CN_MODE_FUSED) {
             pipe_.graphs = nullptr;
 #ifdef CN_WITH_CUDA
             graphs_.reset();
