@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
 )
 
@@ -61,5 +62,5 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, map[string]*apiError{"error": e})
+	writeJSON(w, e.Status, api.ErrorResponse{Error: api.Error{Code: e.Code, Message: e.Message}})
 }

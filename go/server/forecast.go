@@ -11,47 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
 )
 
-// forecastRequest is the body of POST /v1/forecast.
+// forecastRequest is a decoded POST /v1/forecast body plus what validation derives from it.
 type forecastRequest struct {
-	Model     string        `json:"model,omitempty"`
-	Horizon   int           `json:"horizon"`
-	Quantiles []float64     `json:"quantiles,omitempty"`
-	Series    []seriesInput `json:"series"`
-
+	api.ForecastRequest
 	future [][]string // per series: timestamps of the forecast steps (nil when none can be given)
-}
-
-type seriesInput struct {
-	ID         string           `json:"id,omitempty"`
-	Values     []*float64       `json:"values"`
-	Timestamps []string         `json:"timestamps,omitempty"`
-	Group      int              `json:"group,omitempty"`
-	Covariates []covariateInput `json:"covariates,omitempty"`
-}
-
-type covariateInput struct {
-	Past         []*float64 `json:"past,omitempty"`
-	Future       []*float64 `json:"future,omitempty"`
-	PastLabels   []*string  `json:"past_labels,omitempty"`
-	FutureLabels []*string  `json:"future_labels,omitempty"`
-}
-
-// forecastResponse is the 200 body of POST /v1/forecast.
-type forecastResponse struct {
-	Model     string           `json:"model"`
-	Horizon   int              `json:"horizon"`
-	Quantiles []float32        `json:"quantiles"`
-	Forecasts []seriesForecast `json:"forecasts"`
-}
-
-type seriesForecast struct {
-	ID         string      `json:"id,omitempty"`
-	Timestamps []string    `json:"timestamps,omitempty"`
-	Median     []float32   `json:"median,omitempty"`
-	Quantiles  [][]float32 `json:"quantiles"` // [level][step]
 }
 
 var defaultQuantiles = []float64{0.1, 0.5, 0.9}
@@ -68,8 +35,8 @@ type limits struct {
 func decodeForecast(body io.Reader, lim limits) (*forecastRequest, error) {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	var req forecastRequest
-	if err := dec.Decode(&req); err != nil {
+	var wire api.ForecastRequest
+	if err := dec.Decode(&wire); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &apiError{Status: http.StatusBadRequest, Code: "body_too_large",
@@ -87,10 +54,11 @@ func decodeForecast(body io.Reader, lim limits) (*forecastRequest, error) {
 	if dec.More() {
 		return nil, badRequest("malformed JSON: trailing data after the request object")
 	}
+	req := &forecastRequest{ForecastRequest: wire}
 	if err := req.validate(lim); err != nil {
 		return nil, err
 	}
-	return &req, nil
+	return req, nil
 }
 
 func (r *forecastRequest) validate(lim limits) error {
@@ -306,8 +274,8 @@ func futureTimestamps(stamps []string, horizon int) ([]string, error) {
 }
 
 // buildResponse turns a forecast (already sliced to this request's series) into the response body.
-func buildResponse(model string, r *forecastRequest, f *cutenative.Forecast, firstSeries int) *forecastResponse {
-	resp := &forecastResponse{Model: model, Horizon: f.Horizon, Quantiles: f.Quantiles}
+func buildResponse(model string, r *forecastRequest, f *cutenative.Forecast, firstSeries int) *api.ForecastResponse {
+	resp := &api.ForecastResponse{Model: model, Horizon: f.Horizon, Quantiles: f.Quantiles}
 	median := -1
 	for q, l := range f.Quantiles {
 		if l == 0.5 {
@@ -315,7 +283,7 @@ func buildResponse(model string, r *forecastRequest, f *cutenative.Forecast, fir
 		}
 	}
 	for i, s := range r.Series {
-		sf := seriesForecast{ID: s.ID, Quantiles: make([][]float32, len(f.Quantiles))}
+		sf := api.SeriesForecast{ID: s.ID, Quantiles: make([][]float32, len(f.Quantiles))}
 		for q := range f.Quantiles {
 			sf.Quantiles[q] = append([]float32(nil), f.Row(firstSeries+i, q)...)
 		}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
 )
 
@@ -246,32 +247,18 @@ func (s *Server) model(name string) (*loadedModel, *apiError) {
 	return m, nil
 }
 
-type modelInfo struct {
-	Name          string    `json:"name"`
-	Kind          string    `json:"kind"`
-	Device        string    `json:"device"`
-	DType         string    `json:"dtype"`
-	Mode          string    `json:"mode"`
-	Parameters    uint64    `json:"parameters"`
-	ContextLength int64     `json:"context_length"`
-	NativeHorizon int64     `json:"native_horizon"`
-	MaxHorizon    int64     `json:"max_horizon"`
-	Quantiles     []float32 `json:"quantiles"`
-	Default       bool      `json:"default"`
-}
-
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError {
 	s.mu.RLock()
-	out := make([]modelInfo, 0, len(s.models))
+	out := make([]api.ModelInfo, 0, len(s.models))
 	for _, m := range s.models {
-		out = append(out, modelInfo{Name: m.name, Kind: m.info.Kind, Device: m.info.Device, DType: m.info.DType,
+		out = append(out, api.ModelInfo{Name: m.name, Kind: m.info.Kind, Device: m.info.Device, DType: m.info.DType,
 			Mode: m.info.Mode, Parameters: m.info.Parameters, ContextLength: m.info.ContextLength,
 			NativeHorizon: m.info.NativeHorizon, MaxHorizon: m.info.MaxHorizon, Quantiles: m.levels,
 			Default: m.name == s.cfg.DefaultModel})
 	}
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	writeJSON(w, http.StatusOK, map[string]any{"models": out})
+	writeJSON(w, http.StatusOK, api.ModelList{Models: out})
 	return nil
 }
 

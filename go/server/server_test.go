@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
 )
 
@@ -107,7 +108,7 @@ func TestForecastMatchesTheBinding(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, b)
 	}
-	var got forecastResponse
+	var got api.ForecastResponse
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}

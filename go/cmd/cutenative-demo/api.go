@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cutenative/cutenative/go/api"
 	"io"
 	"math"
 	"net/http"
@@ -13,40 +14,6 @@ import (
 	"strings"
 	"time"
 )
-
-type inputSeries struct {
-	ID         string     `json:"id,omitempty"`
-	Values     []*float64 `json:"values"`
-	Timestamps []string   `json:"timestamps,omitempty"`
-}
-
-type forecastRequest struct {
-	Model     string        `json:"model,omitempty"`
-	Horizon   int           `json:"horizon"`
-	Quantiles []float64     `json:"quantiles,omitempty"`
-	Series    []inputSeries `json:"series"`
-}
-
-type seriesForecast struct {
-	ID         string      `json:"id"`
-	Timestamps []string    `json:"timestamps"`
-	Median     []float64   `json:"median"`
-	Quantiles  [][]float64 `json:"quantiles"`
-}
-
-type forecastResponse struct {
-	Model     string           `json:"model"`
-	Horizon   int              `json:"horizon"`
-	Quantiles []float64        `json:"quantiles"`
-	Forecasts []seriesForecast `json:"forecasts"`
-}
-
-type errorResponse struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
 
 type client struct {
 	base string
@@ -106,7 +73,7 @@ func (c *client) ready(ctx context.Context) error {
 }
 
 // forecast posts req to /v1/forecast and decodes the answer.
-func (c *client) forecast(ctx context.Context, fr forecastRequest) (*forecastResponse, error) {
+func (c *client) forecast(ctx context.Context, fr api.ForecastRequest) (*api.ForecastResponse, error) {
 	body, err := json.Marshal(fr)
 	if err != nil {
 		return nil, err
@@ -125,7 +92,7 @@ func (c *client) forecast(ctx context.Context, fr forecastRequest) (*forecastRes
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("forecast: %w", responseError(resp))
 	}
-	var out forecastResponse
+	var out api.ForecastResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("forecast: decoding response: %w", err)
 	}
@@ -143,7 +110,7 @@ func (c *client) authorize(req *http.Request) {
 func responseError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	msg := resp.Status
-	var e errorResponse
+	var e api.ErrorResponse
 	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
 		msg += ": " + e.Error.Message
 		if e.Error.Code != "" {
@@ -170,7 +137,7 @@ type bands struct {
 // extractBands checks resp and picks the 0.1, 0.5 and 0.9 levels of its
 // single forecast. Steps are labelled by the returned timestamps, or
 // "t+1", "t+2", ... without them.
-func extractBands(resp *forecastResponse, horizon int) (bands, error) {
+func extractBands(resp *api.ForecastResponse, horizon int) (bands, error) {
 	if len(resp.Forecasts) != 1 {
 		return bands{}, fmt.Errorf("forecast: want 1 series in the response, got %d", len(resp.Forecasts))
 	}
@@ -180,11 +147,15 @@ func extractBands(resp *forecastResponse, horizon int) (bands, error) {
 	}
 	level := func(q float64) ([]float64, error) {
 		for i, l := range resp.Quantiles {
-			if math.Abs(l-q) < 1e-9 {
+			if math.Abs(float64(l)-q) < 1e-6 { // levels travel as float32
 				if len(f.Quantiles[i]) != horizon {
 					return nil, fmt.Errorf("forecast: level %g has %d steps, want %d", q, len(f.Quantiles[i]), horizon)
 				}
-				return f.Quantiles[i], nil
+				out := make([]float64, horizon)
+				for h, v := range f.Quantiles[i] {
+					out[h] = float64(v)
+				}
+				return out, nil
 			}
 		}
 		return nil, fmt.Errorf("forecast: level %g missing from the response (levels %v)", q, resp.Quantiles)

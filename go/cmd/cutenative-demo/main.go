@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cutenative/cutenative/go/api"
 	"io"
 	"os"
 	"os/signal"
@@ -73,15 +74,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := c.waitReady(ctx, *wait); err != nil {
 		return err
 	}
-	series := inputSeries{ID: "value", Values: nullable(values)}
+	series := api.Series{ID: "value", Values: nullable(values)}
 	if timestampsParse(labels) {
 		series.Timestamps = labels
 	}
-	resp, err := c.forecast(ctx, forecastRequest{
+	resp, err := c.forecast(ctx, api.ForecastRequest{
 		Model:     *model,
 		Horizon:   *horizon,
 		Quantiles: []float64{0.1, 0.5, 0.9},
-		Series:    []inputSeries{series},
+		Series:    []api.Series{series},
 	})
 	if err != nil {
 		return err
