@@ -220,3 +220,32 @@ TEST(Chronos2Checkpoint, ShapeDisagreeingWithConfigNamesTheTensor) {
 }
 
 }  // namespace
+
+namespace {
+
+// A task whose series have different lengths: shorter series are left-padded with NaN (right-aligned, as
+// the reference aligns ragged rows), also when the longest is cut to the context length. Equivalent to
+// the caller padding them with NaN.
+TEST_F(Fixture, RaggedGroupEqualsExplicitPadding) {
+    const auto a = series(300, 0.1f);  // longer than tiny_a's context length (128)
+    const auto b = series(90, 1.3f);
+    add(a, 1);
+    add(b, 1);
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+    std::vector<float> ragged;
+    ASSERT_EQ(run(&ragged), CN_STATUS_OK) << msg();
+
+    std::vector<float> padded_b(300 - 90, kNaN);
+    padded_b.insert(padded_b.end(), b.begin(), b.end());
+    cn_forecast_request* p = nullptr;
+    cn_forecast_request_create(&p, err);
+    cn_forecast_request_add_series(p, a.data(), a.size(), 1, nullptr, err);
+    cn_forecast_request_add_series(p, padded_b.data(), padded_b.size(), 1, nullptr, err);
+    cn_forecast_request_set_horizon(p, 8, err);
+    std::vector<float> out(ragged.size());
+    ASSERT_EQ(cn_forecast(model, p, nullptr, out.data(), out.size(), nullptr, 0, err), CN_STATUS_OK);
+    for (size_t k = 0; k < out.size(); ++k) ASSERT_EQ(out[k], ragged[k]) << k;
+    cn_forecast_request_free(p);
+}
+
+}  // namespace

@@ -155,14 +155,18 @@ PreparedTask prepare(const Chronos2Config& cfg, const ForecastRequest& req, cons
     size_t length = 0;
     for (size_t s : t.targets) length = std::max(length, req.series[s].values.size());
     const int64_t rows = t.rows();
-    const int64_t L = static_cast<int64_t>(length);
+    // Only the last context_length steps reach the model (the reference truncates the same way), so only
+    // those are copied; categorical encodings still see the whole history.
+    const int64_t L = std::min<int64_t>(static_cast<int64_t>(length), cfg.context_length);
     at::Tensor ctx = at::full({rows, L}, kNaN, at::kFloat);
     at::Tensor fut = at::full({rows, H}, kNaN, at::kFloat);
     float* c = ctx.data_ptr<float>();
     float* f = fut.data_ptr<float>();
     int64_t r = 0;
-    auto put_past = [&](const std::vector<float>& v) {  // right-aligned: shorter rows are left-padded
-        std::copy(v.begin(), v.end(), c + r * L + (L - static_cast<int64_t>(v.size())));
+    auto put_past = [&](const std::vector<float>& v) {
+        // Every row ends at the last column (shorter rows are left-padded with NaN); keep its tail.
+        const int64_t take = std::min<int64_t>(static_cast<int64_t>(v.size()), L);
+        std::copy(v.end() - take, v.end(), c + r * L + (L - take));
     };
     for (size_t s : t.targets) {
         put_past(req.series[s].values);
@@ -185,7 +189,7 @@ PreparedTask prepare(const Chronos2Config& cfg, const ForecastRequest& req, cons
     for (const auto* cov : t.past_only) put_cov(cov);
     for (const auto* cov : t.known_future) put_cov(cov);
     PreparedTask p;
-    p.context = L > cfg.context_length ? ctx.slice(1, L - cfg.context_length).contiguous() : ctx;
+    p.context = ctx;
     p.future = fut;
     p.n_targets = static_cast<int64_t>(t.targets.size());
     p.series = t.targets;
