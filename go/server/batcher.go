@@ -31,7 +31,8 @@ type jobResult struct {
 }
 
 // batcher owns one model's queue: a single worker takes jobs in order and merges those with the same
-// batch key into one library call (up to maxSeries series, waiting at most maxWait for company).
+// batch key into one library call (up to maxSeries series, waiting at most maxWait for company when
+// others are already queued).
 // Jobs whose context ended while queued are dropped without running; a merged call is cancelled when
 // every job in it has been abandoned.
 type batcher struct {
@@ -129,12 +130,14 @@ func (b *batcher) loop() {
 }
 
 // collect adds queued jobs with the batch's key until it is full or maxWait passes; a job that does
-// not fit is returned to run next.
+// not fit is returned to run next. When nothing else is queued the first job runs at once: waiting
+// only pays when requests are arriving faster than they are served (a lone client must not pay the
+// batching window).
 func (b *batcher) collect(batch *[]*job) *job {
 	first := (*batch)[0]
 	series := len(first.req.Series)
 	var timer <-chan time.Time
-	if b.maxWait > 0 {
+	if b.maxWait > 0 && len(b.queue) > 0 {
 		t := time.NewTimer(b.maxWait)
 		defer t.Stop()
 		timer = t.C

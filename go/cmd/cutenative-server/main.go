@@ -144,7 +144,7 @@ func main() {
 	keysFile := flag.String("api-keys-file", env("CUTENATIVE_API_KEYS_FILE", ""), "file with one bearer key per line")
 	maxBody := flag.Int("max-body", envInt("CUTENATIVE_MAX_BODY_BYTES", 8<<20), "request body limit in bytes")
 	maxBatch := flag.Int("max-batch", envInt("CUTENATIVE_MAX_BATCH", 64), "series per merged library call (1: no batching)")
-	maxWait := flag.Duration("max-wait", envDuration("CUTENATIVE_MAX_WAIT", 2*time.Millisecond), "how long a request waits for others to batch with")
+	maxWait := flag.Duration("max-wait", envDuration("CUTENATIVE_MAX_WAIT", 2*time.Millisecond), "how long a batch waits for more requests when others are queued")
 	queue := flag.Int("queue", envInt("CUTENATIVE_QUEUE", 256), "requests waiting per model before 429")
 	timeout := flag.Duration("timeout", envDuration("CUTENATIVE_TIMEOUT", 30*time.Second), "per-request time limit")
 	maxSeries := flag.Int("max-series", envInt("CUTENATIVE_MAX_SERIES", 1024), "series per request")
