@@ -91,10 +91,7 @@ cn_status cn_generate_get_size(const cn_model* model, const cn_generate_request*
         require(model, "model");
         require(req, "req");
         require(bytes_out, "bytes_out");
-        if (model->impl->kind() != CN_MODEL_KIND_ZIMAGE) {
-            cn::fail(Status::kUnsupported, std::string(cn_model_kind_name(model->impl->kind())) + " models cannot generate images");
-        }
-        *bytes_out = static_cast<size_t>(req->r.width) * static_cast<size_t>(req->r.height) * 3u;
+        *bytes_out = model->impl->generate_bytes(req->r);
     });
 }
 

@@ -48,6 +48,7 @@ ForecastShape Model::forecast_shape(const ForecastRequest&) const { unsupported(
 void Model::forecast(const ForecastRequest&, RunContext&, float*, size_t, float*, size_t) { unsupported("forecast"); }
 int64_t Model::embedding_dim() const { unsupported("embed"); }
 void Model::embed(const std::vector<std::string>&, RunContext&, float*, size_t) { unsupported("embed"); }
+size_t Model::generate_bytes(const GenerateRequest&) const { unsupported("generate images"); }
 void Model::generate(const GenerateRequest&, RunContext&, uint8_t*, size_t) { unsupported("generate images"); }
 
 void Model::apply_mode(cn_mode mode) {

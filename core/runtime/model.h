@@ -55,6 +55,7 @@ public:
                           size_t samples_count);
     virtual int64_t embedding_dim() const;
     virtual void embed(const std::vector<std::string>& texts, RunContext& run, float* out, size_t out_count);
+    virtual size_t generate_bytes(const GenerateRequest& req) const;  // bytes of the RGB8 image
     virtual void generate(const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes);
 
     // Mode switching: kBusy while any call is in flight (see CallScope), kUnsupported when the mode is not

@@ -75,12 +75,8 @@ std::vector<Task> make_tasks(const ForecastRequest& req) {
     return tasks;
 }
 
-void validate(const Chronos2Config& cfg, const PipelineOptions& opt, const ForecastRequest& req) {
-    if (req.series.empty()) invalid("series: the request has no series");
-    if (req.horizon < 1) invalid("horizon: not set (must be >= 1)");
-    if (req.horizon > opt.max_horizon) {
-        invalid("horizon: " + std::to_string(req.horizon) + " exceeds this model's limit of " + std::to_string(opt.max_horizon));
-    }
+// Value checks; the structural ones (series present, horizon in range) are forecast_shape's.
+void validate(const ForecastRequest& req) {
     for (size_t i = 0; i < req.series.size(); ++i) {
         const auto& v = req.series[i].values;
         if (v.empty()) invalid("series[" + std::to_string(i) + "]: empty");
@@ -113,7 +109,6 @@ void validate(const Chronos2Config& cfg, const PipelineOptions& opt, const Forec
     for (float q : req.quantiles) {
         if (!(q > 0.0f && q < 1.0f)) invalid("quantiles: levels must lie in (0, 1)");
     }
-    (void)cfg;
 }
 
 // Ordinal categories per categorical covariate: the union over the same covariate (same position among
@@ -325,7 +320,7 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
     if (out_count < shape.n_values()) {
         invalid("out: buffer holds " + std::to_string(out_count) + " floats, the forecast needs " + std::to_string(shape.n_values()));
     }
-    validate(cfg, opt, req);
+    validate(req);
     const std::vector<Task> tasks = make_tasks(req);
     const Categories categories = collect_all_categories(tasks);
     const QuantileMap qmap = map_quantiles(cfg, req);
