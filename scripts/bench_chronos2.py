@@ -21,7 +21,8 @@ What it does
   3. Rows: reference fp32, reference bf16 (Chronos2Pipeline.from_pretrained(dir, device_map=..., dtype=...);
      predict_quantiles with all 21 model levels; batch_size = the number of series, i.e. one batch, except for
      the rolling workloads, which use the pipeline's default batch_size 256), cutenative eager f32 / bf16,
-     cutenative graph f32 / bf16 (only where cn_model_set_mode(GRAPH) returns OK; else "n/a (STATUS)").
+     cutenative graph f32 / bf16 (only where cn_model_set_mode(GRAPH) returns OK; else "n/a (STATUS)"),
+     cutenative fused f32 / bf16 (cutenative's kernels, captured in CUDA graphs on CUDA).
      A cutenative call is timed from building the request to the results being in the host buffer.
   4. Timing: 3 warm-up calls, then the median of N timed runs (N = 20; 5 for rolling seq; --quick: 5 and 3),
      wall clock (time.perf_counter) with torch.cuda.synchronize() on both sides.
@@ -94,7 +95,7 @@ CN_ABI_VERSION_MINOR = 1
 CN_STATUS_OK = 0
 CN_DEVICE_CPU, CN_DEVICE_CUDA = 0, 1
 CN_DTYPE_F32, CN_DTYPE_BF16 = 0, 1
-CN_MODE_EAGER, CN_MODE_GRAPH = 0, 1
+CN_MODE_EAGER, CN_MODE_GRAPH, CN_MODE_FUSED = 0, 1, 2
 
 ROWS = [  # (key, label, kind, dtype, mode)
     ("ref-f32", "reference fp32", "ref", "f32", None),
@@ -103,6 +104,8 @@ ROWS = [  # (key, label, kind, dtype, mode)
     ("cn-eager-bf16", "cutenative eager bf16", "cn", "bf16", CN_MODE_EAGER),
     ("cn-graph-f32", "cutenative graph f32", "cn", "f32", CN_MODE_GRAPH),
     ("cn-graph-bf16", "cutenative graph bf16", "cn", "bf16", CN_MODE_GRAPH),
+    ("cn-fused-f32", "cutenative fused f32", "cn", "f32", CN_MODE_FUSED),
+    ("cn-fused-bf16", "cutenative fused bf16", "cn", "bf16", CN_MODE_FUSED),
 ]
 REF_ROW = "ref-f32"
 CN_REF_ROW = "cn-eager-f32"
@@ -511,8 +514,8 @@ class CnRunner:
     def __init__(self, lib, model_dir, device, dtype, mode):
         self.m = CnModel(lib, model_dir, device, dtype)
         self.mode_status = None
-        if mode == CN_MODE_GRAPH:
-            st = self.m.set_mode(CN_MODE_GRAPH)
+        if mode != CN_MODE_EAGER:
+            st = self.m.set_mode(mode)
             if st != CN_STATUS_OK:
                 self.mode_status = self.m.status_name(st)
                 msg = lib.cn_error_message(self.m.err).decode("utf-8", "replace")
@@ -873,9 +876,9 @@ def main(argv=None):
                            "" if [round(q, 4) for q in runner.levels] == [round(q, 4) for q in Q21]
                            else "; its quantile levels differ from the reference's: %s" % runner.levels))
             except Exception as e:  # noqa: BLE001
-                if isinstance(e, CnError) and mode == CN_MODE_GRAPH:
+                if isinstance(e, CnError) and mode != CN_MODE_EAGER:
                     msg = "n/a (%s)" % e.status_name
-                    ctx["notes"].append("%s: cn_model_set_mode(GRAPH) -> %s" % (label, short_err(e)))
+                    ctx["notes"].append("%s: cn_model_set_mode(%d) -> %s" % (label, mode, short_err(e)))
                 else:
                     msg = "error: " + short_err(e)
                     log(traceback.format_exc())

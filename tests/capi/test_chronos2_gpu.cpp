@@ -43,7 +43,7 @@ double scale_of(const std::vector<float>& v) {
 }
 
 // Runs every numeric-only case of the fixture file on the device and compares with the reference.
-void run_cases(int dtype, double rtol, double atol_per_scale, double max_rel_mae) {
+void run_cases(int dtype, double rtol, double atol_per_scale, double max_rel_mae, int mode = CN_MODE_EAGER) {
     std::ifstream f(std::string(CN_FIXTURES_DIR) + "/chronos2/cases.json");
     const json all = json::parse(f);
     for (const std::string model_name : {"tiny_a", "tiny_b"}) {
@@ -51,6 +51,7 @@ void run_cases(int dtype, double rtol, double atol_per_scale, double max_rel_mae
         cn_model_params_init(&p);
         p.device_type = CN_DEVICE_CUDA;
         p.dtype = dtype;
+        p.mode = mode;
         cn_error* err = nullptr;
         cn_error_create(&err);
         cn_model* m = nullptr;
@@ -123,8 +124,8 @@ void run_cases(int dtype, double rtol, double atol_per_scale, double max_rel_mae
                     }
                 }
             }
-            std::printf("[ gpu      ] %-6s %-36s rel MAE %.3g%%\n", dtype == CN_DTYPE_F32 ? "f32" : "bf16",
-                        c["name"].get<std::string>().c_str(), 100.0 * abs_err / abs_ref);
+            std::printf("[ gpu      ] %-5s %-6s %-36s rel MAE %.3g%%\n", cn_mode_name(static_cast<cn_mode>(mode)),
+                        dtype == CN_DTYPE_F32 ? "f32" : "bf16", c["name"].get<std::string>().c_str(), 100.0 * abs_err / abs_ref);
             if (max_rel_mae > 0) EXPECT_LE(abs_err / abs_ref, max_rel_mae);
             cn_forecast_request_free(req);
             ++ran;
@@ -143,6 +144,17 @@ TEST(Chronos2Gpu, Fp32MatchesReference) {
 TEST(Chronos2Gpu, Bf16CloseToReference) {
     if (cn_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
     run_cases(CN_DTYPE_BF16, 0.0, 0.0, 0.05);
+}
+
+// Fused mode (cutenative's CUDA kernels, captured in CUDA graphs): the same tolerances as eager mode.
+TEST(Chronos2Gpu, FusedFp32MatchesReference) {
+    if (cn_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    run_cases(CN_DTYPE_F32, 1e-4, 1e-4, 0.0, CN_MODE_FUSED);
+}
+
+TEST(Chronos2Gpu, FusedBf16CloseToReference) {
+    if (cn_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    run_cases(CN_DTYPE_BF16, 0.0, 0.0, 0.05, CN_MODE_FUSED);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,17 +62,20 @@ struct ModelDeleter {
 };
 using ModelPtr = std::unique_ptr<cn_model, ModelDeleter>;
 
-cn_model* model_for(const std::string& name) {
-    static std::map<std::string, ModelPtr> models;
-    auto it = models.find(name);
+cn_model* model_for(const std::string& name, cn_mode mode) {
+    static std::map<std::pair<std::string, int>, ModelPtr> models;
+    auto it = models.find({name, mode});
     if (it != models.end()) return it->second.get();
     cn_model* m = nullptr;
     cn_error* err = nullptr;
     cn_error_create(&err);
+    cn_model_params mp;
+    cn_model_params_init(&mp);
+    mp.mode = mode;
     const std::string dir = std::string(CN_FIXTURES_DIR) + "/chronos2/" + name;
-    EXPECT_EQ(cn_model_create(dir.c_str(), nullptr, &m, err), CN_STATUS_OK) << cn_error_message(err);
+    EXPECT_EQ(cn_model_create(dir.c_str(), &mp, &m, err), CN_STATUS_OK) << cn_error_message(err);
     cn_error_free(err);
-    models.emplace(name, ModelPtr(m));
+    models.emplace(std::make_pair(name, static_cast<int>(mode)), ModelPtr(m));
     return m;
 }
 
@@ -91,12 +96,15 @@ bool is_categorical(const json& a) {
     return false;
 }
 
-class Chronos2Parity : public ::testing::TestWithParam<size_t> {};
+// Each case in eager mode (ATen ops) and in fused mode (cutenative's kernels, their CPU paths here): the
+// same tolerance holds for both.
+class Chronos2Parity : public ::testing::TestWithParam<std::tuple<size_t, cn_mode>> {};
 
 TEST_P(Chronos2Parity, MatchesReference) {
-    const json& c = cases()["cases"][GetParam()];
-    SCOPED_TRACE(c["name"].get<std::string>());
-    cn_model* model = model_for(c["model"]);
+    const json& c = cases()["cases"][std::get<0>(GetParam())];
+    const cn_mode mode = std::get<1>(GetParam());
+    SCOPED_TRACE(c["name"].get<std::string>() + " " + cn_mode_name(mode));
+    cn_model* model = model_for(c["model"], mode);
     ASSERT_NE(model, nullptr);
     cn_error* err = nullptr;
     cn_error_create(&err);
@@ -183,15 +191,17 @@ TEST_P(Chronos2Parity, MatchesReference) {
         }
     }
     RecordProperty("worst_error_over_tolerance", std::to_string(worst_rel));
-    std::printf("[ parity   ] %-36s max |err| %.3g  max |err|/scale %.3g  worst |err|/tol %.3g\n",
-                c["name"].get<std::string>().c_str(), max_abs, max_abs_over_scale, worst_rel);
+    std::printf("[ parity   ] %-5s %-36s max |err| %.3g  max |err|/scale %.3g  worst |err|/tol %.3g\n",
+                cn_mode_name(mode), c["name"].get<std::string>().c_str(), max_abs, max_abs_over_scale, worst_rel);
     cn_forecast_request_free(req);
     cn_error_free(err);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Chronos2Parity, ::testing::Range<size_t>(0, 27),
-                         [](const ::testing::TestParamInfo<size_t>& info) {
-                             std::string n = cases()["cases"][info.param]["name"].get<std::string>();
+INSTANTIATE_TEST_SUITE_P(Cases, Chronos2Parity,
+                         ::testing::Combine(::testing::Range<size_t>(0, 27), ::testing::Values(CN_MODE_EAGER, CN_MODE_FUSED)),
+                         [](const ::testing::TestParamInfo<std::tuple<size_t, cn_mode>>& info) {
+                             std::string n = cases()["cases"][std::get<0>(info.param)]["name"].get<std::string>() + "_" +
+                                             cn_mode_name(std::get<1>(info.param));
                              for (auto& ch : n) {
                                  if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                              }

@@ -160,7 +160,12 @@ TEST_F(Fixture, CancelAndDeadline) {
 // long as the padded length is the same (every layer runs per series; see chronos2_forward.cpp). This is
 // what lets the server merge requests. Here: four series of equal length in one call vs four calls, and
 // a multivariate group next to a univariate series vs alone.
-TEST_F(Fixture, BatchedEqualsSingleExactly) {
+void batched_equals_single(Fixture& f) {
+    auto [model, err, req] = std::tie(f.model, f.err, f.req);
+    auto series = [&](size_t n, float ph) { return f.series(n, ph); };
+    auto add = [&](const std::vector<float>& v, int64_t g = -1) { f.add(v, g); };
+    auto run = [&](std::vector<float>* o) { return f.run(o); };
+    auto msg = [&] { return f.msg(); };
     std::vector<std::vector<float>> all;
     for (int i = 0; i < 4; ++i) all.push_back(series(64, 0.7f * i));
     for (const auto& v : all) add(v);
@@ -180,7 +185,12 @@ TEST_F(Fixture, BatchedEqualsSingleExactly) {
     }
 }
 
-TEST_F(Fixture, GroupNextToOtherTasksExactly) {
+void group_next_to_other_tasks(Fixture& f) {
+    auto [model, err, req] = std::tie(f.model, f.err, f.req);
+    auto series = [&](size_t n, float ph) { return f.series(n, ph); };
+    auto add = [&](const std::vector<float>& v, int64_t g = -1) { f.add(v, g); };
+    auto run = [&](std::vector<float>* o) { return f.run(o); };
+    auto msg = [&] { return f.msg(); };
     const auto a = series(48, 0.1f), b = series(48, 0.9f), c = series(48, 2.0f);
     add(a, 7);
     add(b, 7);
@@ -197,6 +207,18 @@ TEST_F(Fixture, GroupNextToOtherTasksExactly) {
     ASSERT_EQ(cn_forecast(model, g, nullptr, alone.data(), alone.size(), nullptr, 0, err), CN_STATUS_OK);
     for (size_t k = 0; k < alone.size(); ++k) ASSERT_EQ(alone[k], mixed[k]) << k;
     cn_forecast_request_free(g);
+}
+
+// Every layer runs per series, in eager mode and in fused mode (whose kernels reduce per row).
+TEST_F(Fixture, BatchedEqualsSingleExactly) { batched_equals_single(*this); }
+TEST_F(Fixture, GroupNextToOtherTasksExactly) { group_next_to_other_tasks(*this); }
+TEST_F(Fixture, FusedBatchedEqualsSingleExactly) {
+    ASSERT_EQ(cn_model_set_mode(model, CN_MODE_FUSED, err), CN_STATUS_OK) << msg();
+    batched_equals_single(*this);
+}
+TEST_F(Fixture, FusedGroupNextToOtherTasksExactly) {
+    ASSERT_EQ(cn_model_set_mode(model, CN_MODE_FUSED, err), CN_STATUS_OK) << msg();
+    group_next_to_other_tasks(*this);
 }
 
 TEST(Chronos2Checkpoint, ShapeDisagreeingWithConfigNamesTheTensor) {

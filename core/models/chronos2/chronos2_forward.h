@@ -18,6 +18,9 @@ struct LayerWeights {
     at::Tensor time_norm, time_q, time_k, time_v, time_o;
     at::Tensor group_norm, group_q, group_k, group_v, group_o;
     at::Tensor ff_norm, ff_wi, ff_wo;
+    // q, k and v weights concatenated [3 I, D]; time_q/k/v (group_q/k/v) are row slices of it, so the
+    // eager pass reads the same memory and the fused pass makes one GEMM of the three projections.
+    at::Tensor time_qkv, group_qkv;
 };
 
 struct Chronos2Weights {
@@ -41,5 +44,14 @@ at::Tensor rope_inv_freq(const Chronos2Config& cfg, c10::Device device);
 at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, const at::Tensor& context,
                    const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
                    bool singleton_groups);
+
+// The same pass on cutenative's kernels (fused mode, chronos2_fused.cpp): same contract, results equal to
+// forward() up to rounding, still batch-invariant.
+at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, const at::Tensor& context,
+                         const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
+                         bool singleton_groups);
+
+using ForwardFn = at::Tensor (*)(const Chronos2Config&, const Chronos2Weights&, c10::ScalarType, const at::Tensor&,
+                                 const at::Tensor&, const at::Tensor&, int64_t, bool);
 
 }  // namespace cn::chronos2

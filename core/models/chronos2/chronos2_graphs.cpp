@@ -38,8 +38,8 @@ struct GraphCache::Entry {
 };
 
 GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device,
-                       size_t max_graphs)
-    : cfg_(cfg), w_(w), dtype_(dtype), device_(device), max_graphs_(max_graphs) {
+                       ForwardFn fn, size_t max_graphs)
+    : cfg_(cfg), w_(w), dtype_(dtype), device_(device), fn_(fn), max_graphs_(max_graphs) {
     if (!device.is_cuda()) fail(Status::kUnsupported, "graph mode needs a CUDA device");
 }
 
@@ -66,11 +66,11 @@ GraphCache::Entry& GraphCache::capture(const Key& key) {
     c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
     {
         c10::cuda::CUDAStreamGuard guard(stream);
-        for (int i = 0; i < 2; ++i) forward(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
+        for (int i = 0; i < 2; ++i) fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
         stream.synchronize();
         e->graph.capture_begin();
         try {
-            e->out = forward(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
+            e->out = fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
         } catch (...) {
             // End the capture so the stream is usable again, then report the original failure.
             try {

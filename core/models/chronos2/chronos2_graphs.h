@@ -20,8 +20,9 @@ namespace cn::chronos2 {
 
 class GraphCache {
 public:
+    // `fn` is the pass to capture: forward (graph mode) or forward_fused (fused mode).
     GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device,
-               size_t max_graphs = 64);
+               ForwardFn fn = forward, size_t max_graphs = 64);
     ~GraphCache();
     GraphCache(const GraphCache&) = delete;
     GraphCache& operator=(const GraphCache&) = delete;
@@ -44,6 +45,7 @@ private:
     const Chronos2Weights& w_;
     c10::ScalarType dtype_;
     c10::Device device_;
+    ForwardFn fn_;
     size_t max_graphs_;
     mutable std::mutex mu_;
     std::map<Key, std::unique_ptr<Entry>> entries_;

@@ -1,6 +1,9 @@
 #include "core/models/chronos2/chronos2_model.h"
 
+#include <tuple>
+
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 
 #include "core/common/status.h"
 #include "core/models/chronos2/chronos2_config.h"
@@ -29,6 +32,13 @@ ResidualBlockWeights load_residual_block(const Weights& w, const std::string& p)
             w.load(p + ".residual_layer.weight"), w.load(p + ".residual_layer.bias")};
 }
 
+// q, k, v weights in one [3 I, D] tensor, and the three as row slices of it (contiguous views).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> load_qkv(const Weights& w, const std::string& p) {
+    const at::Tensor qkv = at::cat({w.load(p + "q.weight"), w.load(p + "k.weight"), w.load(p + "v.weight")}, 0);
+    const int64_t I = qkv.size(0) / 3;
+    return {qkv, qkv.slice(0, 0, I), qkv.slice(0, I, 2 * I), qkv.slice(0, 2 * I)};
+}
+
 }  // namespace
 
 Chronos2Weights load_weights(const Chronos2Config& cfg, const Weights& w) {
@@ -42,14 +52,10 @@ Chronos2Weights load_weights(const Chronos2Config& cfg, const Weights& w) {
         const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
         LayerWeights l;
         l.time_norm = w.load(b + "0.layer_norm.weight");
-        l.time_q = w.load(b + "0.self_attention.q.weight");
-        l.time_k = w.load(b + "0.self_attention.k.weight");
-        l.time_v = w.load(b + "0.self_attention.v.weight");
+        std::tie(l.time_qkv, l.time_q, l.time_k, l.time_v) = load_qkv(w, b + "0.self_attention.");
         l.time_o = w.load(b + "0.self_attention.o.weight");
         l.group_norm = w.load(b + "1.layer_norm.weight");
-        l.group_q = w.load(b + "1.self_attention.q.weight");
-        l.group_k = w.load(b + "1.self_attention.k.weight");
-        l.group_v = w.load(b + "1.self_attention.v.weight");
+        std::tie(l.group_qkv, l.group_q, l.group_k, l.group_v) = load_qkv(w, b + "1.self_attention.");
         l.group_o = w.load(b + "1.self_attention.o.weight");
         l.ff_norm = w.load(b + "2.layer_norm.weight");
         l.ff_wi = w.load(b + "2.mlp.wi.weight");
@@ -104,24 +110,22 @@ public:
     static constexpr int64_t kMaxHorizon = 1 << 16;
 
 protected:
-    // eager: ATen ops; graph: CUDA graphs per shape bucket (CUDA builds, CUDA devices); fused: our own
-    // kernels where they exist, eager ops elsewhere (Chronos-2 has none yet, so fused runs the eager ops).
+    // eager: ATen ops; graph: CUDA graphs per shape bucket (CUDA builds, CUDA devices); fused: the pass on
+    // cutenative's kernels (forward_fused), captured in CUDA graphs like graph mode on CUDA devices.
     void apply_mode(cn_mode mode) override {
-        if (mode == CN_MODE_EAGER || mode == CN_MODE_FUSED) {
-            pipe_.graphs = nullptr;
-#ifdef CN_WITH_CUDA
-            graphs_.reset();
-#endif
-            return;
+#ifndef CN_WITH_CUDA
+        if (mode == CN_MODE_GRAPH) Model::apply_mode(mode);  // UNSUPPORTED with the standard message
+#else
+        if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);
+        std::unique_ptr<GraphCache> graphs;
+        if (options_.device.is_cuda() && mode != CN_MODE_EAGER) {
+            graphs = std::make_unique<GraphCache>(cfg_, w_, options_.dtype, options_.device,
+                                                  mode == CN_MODE_FUSED ? forward_fused : forward);
         }
-#ifdef CN_WITH_CUDA
-        if (mode == CN_MODE_GRAPH && options_.device.is_cuda()) {
-            graphs_ = std::make_unique<GraphCache>(cfg_, w_, options_.dtype, options_.device);
-            pipe_.graphs = graphs_.get();
-            return;
-        }
+        graphs_ = std::move(graphs);
+        pipe_.graphs = graphs_.get();
 #endif
-        Model::apply_mode(mode);  // UNSUPPORTED with the standard message
+        pipe_.fused = mode == CN_MODE_FUSED;
     }
 
     MemoryUse memory_use() const override {

@@ -227,7 +227,7 @@ at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, co
 #ifdef CN_WITH_CUDA
         if (opt.graphs) return opt.graphs->run(ctx, gid, f, N, singleton);
 #endif
-        return forward(cfg, w, opt.dtype, ctx, gid, f, N, singleton);
+        return (opt.fused ? forward_fused : forward)(cfg, w, opt.dtype, ctx, gid, f, N, singleton);
     };
 
     std::vector<at::Tensor> preds;

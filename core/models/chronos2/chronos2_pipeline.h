@@ -22,7 +22,8 @@ struct PipelineOptions {
     c10::ScalarType dtype = c10::kFloat;
     int64_t batch_rows = 256;  // the reference's default batch_size: rows (targets + covariates) per batch
     int64_t max_horizon = 0;
-    GraphCache* graphs = nullptr;  // graph mode: forward passes replay captured CUDA graphs
+    bool fused = false;            // fused mode: forward_fused (cutenative's kernels) instead of forward
+    GraphCache* graphs = nullptr;  // graph and fused modes on CUDA: forward passes replay captured CUDA graphs
 };
 
 // Output shape of a request (validates its structure: horizon set, covariates attached to series).

@@ -1,0 +1,151 @@
+// Chronos-2's forward pass on cutenative's kernels (fused mode): the same network as forward() with
+//   - one pass per series for the input transform (instance norm, arcsinh, patching, masks) and one for
+//     the output transform (rearrange, sinh, un-scaling), kernels/chronos2_io.h;
+//   - every RMS norm fused with the residual add before it, kernels/rms_norm.h;
+//   - one QKV projection per attention (the three weights concatenated at load) and RoPE applied in
+//     place on its q and k parts, kernels/rope.h;
+//   - linear layers written straight into their output (no per-series stacking copy), ReLU in place.
+// Linear layers still run once per series and every kernel reduces per row, so a series' forecast never
+// depends on the rest of the batch (the server's exact merges rely on it). Results differ from forward()
+// by rounding only; docs/benchmarks.md states the tolerance.
+#include <limits>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <ATen/ops/stack.h>
+
+#include "core/models/chronos2/chronos2_forward.h"
+#include "kernels/chronos2_io.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+
+namespace cn::chronos2 {
+namespace {
+
+double lowest(c10::ScalarType dt) {
+    switch (dt) {
+        case c10::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+        case c10::kHalf: return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+        default: return static_cast<double>(std::numeric_limits<float>::lowest());
+    }
+}
+
+// x [B, R, K] -> [B, R, O], one GEMM per series written into its slice of the output (the same GEMM call
+// at::linear makes for that series, so the result is the same).
+at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) {
+    const int64_t B = x.size(0);
+    at::Tensor out = at::empty({B, x.size(1), w.size(0)}, x.options());
+    const at::Tensor wt = w.t();
+    for (int64_t i = 0; i < B; ++i) {
+        at::Tensor o = out.select(0, i);
+        if (b.defined()) at::addmm_out(o, b, x.select(0, i), wt);
+        else at::mm_out(o, x.select(0, i), wt);
+    }
+    return out;
+}
+
+// Linear layer over dim 1 of x [S, B, K] (group attention's layout), one GEMM per series.
+at::Tensor group_linear(const at::Tensor& x, const at::Tensor& w) {
+    const int64_t n = x.size(1);
+    std::vector<at::Tensor> parts;
+    parts.reserve(n);
+    for (int64_t i = 0; i < n; ++i) parts.push_back(at::linear(x.select(1, i), w));
+    return at::stack(parts, 1);
+}
+
+at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
+    at::Tensor hid = rows_linear(x, w.hidden_w, w.hidden_b);
+    hid.relu_();
+    at::Tensor out = rows_linear(hid, w.output_w, w.output_b);
+    out.add_(rows_linear(x, w.residual_w, w.residual_b));
+    return out;
+}
+
+at::Tensor merge_heads(const at::Tensor& a) {  // [B, H, S, dk] -> [B, S, H dk]
+    const at::Tensor t = a.permute({0, 2, 1, 3});
+    return t.reshape({t.size(0), t.size(1), t.size(2) * t.size(3)});
+}
+
+}  // namespace
+
+at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dt, const at::Tensor& context_in,
+                         const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t N, bool singleton_groups) {
+    const int64_t p = cfg.patch_size, H = cfg.num_heads, dk = cfg.d_kv, D = cfg.d_model;
+    at::Tensor context = context_in;
+    if (context.size(1) > cfg.context_length) context = context.slice(1, context.size(1) - cfg.context_length);
+    const int64_t B = context.size(0);
+
+    kernels::Chronos2PrepParams prm;
+    prm.patch = p;
+    prm.output_patches = N;
+    prm.time_scale = cfg.time_encoding_scale;
+    prm.arcsinh = cfg.use_arcsinh;
+    prm.dtype = dt;
+    const kernels::Chronos2Prep prep = kernels::chronos2_preprocess(
+        context.contiguous(), future_covariates.defined() ? future_covariates.contiguous() : at::Tensor(), prm);
+    const int64_t P = prep.context_patches, S = P + 1 + N;
+
+    // Token embeddings of context and future patches in one pass, then the REG token between them.
+    const at::Tensor emb = residual_block(w.input_embed, prep.feats);  // [B, P + N, D]
+    const at::Tensor reg = w.shared.select(0, 1).view({1, 1, D}).expand({B, 1, D});
+    at::Tensor hidden = at::cat({emb.slice(1, 0, P), reg, emb.slice(1, P)}, 1);  // [B, S, D]
+
+    const at::Tensor time_mask = prep.time_bias.view({B, 1, 1, S});
+    at::Tensor group_mask;
+    if (!singleton_groups) {
+        const at::Tensor same = (group_ids.view({B, 1}) == group_ids.view({1, B})).to(dt);  // [q, b]
+        const at::Tensor gtm = same.view({B, B, 1}) * prep.valid.view({1, B, S});             // [q, b, t]
+        group_mask = (1.0 - gtm.permute({2, 0, 1}).unsqueeze(1)) * lowest(dt);              // [t, 1, q, b]
+    }
+
+    const double eps = cfg.layer_norm_epsilon;
+    at::Tensor delta;  // the residual branch not yet added to `hidden`
+    auto norm = [&](const at::Tensor& weight) {
+        return delta.defined() ? kernels::add_rms_norm(hidden, delta, weight, eps) : kernels::rms_norm(hidden, weight, eps);
+    };
+    for (const auto& l : w.layers) {
+        {  // time self-attention (RoPE, unscaled)
+            const at::Tensor n = norm(l.time_norm);
+            const at::Tensor qkv = rows_linear(n, l.time_qkv);  // [B, S, 3 I]
+            kernels::rope_(qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), w.inv_freq);
+            const at::Tensor heads = qkv.view({B, S, 3, H, dk});
+            const at::Tensor q = heads.select(2, 0).permute({0, 2, 1, 3});
+            const at::Tensor k = heads.select(2, 1).permute({0, 2, 1, 3});
+            const at::Tensor v = heads.select(2, 2).permute({0, 2, 1, 3});
+            const at::Tensor a = at::scaled_dot_product_attention(q, k, v, time_mask, 0.0, false, /*scale=*/1.0);
+            delta = rows_linear(merge_heads(a), l.time_o);
+        }
+        {  // group self-attention across the rows of a group, at each time step
+            const at::Tensor n = norm(l.group_norm);
+            if (singleton_groups) {
+                delta = rows_linear(rows_linear(n, l.group_v), l.group_o);
+            } else {
+                const at::Tensor qkv = group_linear(n.transpose(0, 1), l.group_qkv).view({S, B, 3, H, dk});
+                const at::Tensor q = qkv.select(2, 0).permute({0, 2, 1, 3});
+                const at::Tensor k = qkv.select(2, 1).permute({0, 2, 1, 3});
+                const at::Tensor v = qkv.select(2, 2).permute({0, 2, 1, 3});
+                const at::Tensor a = at::scaled_dot_product_attention(q, k, v, group_mask, 0.0, false, /*scale=*/1.0);
+                delta = group_linear(merge_heads(a), l.group_o).transpose(0, 1).contiguous();
+            }
+        }
+        {  // feed-forward
+            const at::Tensor n = norm(l.ff_norm);
+            at::Tensor h = rows_linear(n, l.ff_wi);
+            h.relu_();
+            delta = rows_linear(h, l.ff_wo);
+        }
+    }
+    const at::Tensor out = norm(w.final_norm);
+
+    const int64_t Q = static_cast<int64_t>(cfg.quantiles.size());
+    const at::Tensor head = residual_block(w.output_embed, out.slice(1, S - N));  // [B, N, Q p]
+    return kernels::chronos2_postprocess(head, prep.loc, prep.scale, Q, p, cfg.use_arcsinh);
+}
+
+}  // namespace cn::chronos2

@@ -1,0 +1,154 @@
+// CUDA paths of chronos2_preprocess (one block per series: two fixed-order block reductions, then the
+// token features) and chronos2_postprocess (one thread per output value).
+#include "kernels/chronos2_io.h"
+
+#include <cfloat>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels/cuda_util.cuh"
+
+namespace cn::kernels {
+namespace {
+
+using cuda::block_sum;
+using cuda::from_f;
+using cuda::round_to;
+using cuda::to_f;
+
+__device__ __forceinline__ float finite_or_max(float v) { return isinf(v) ? (v > 0 ? FLT_MAX : -FLT_MAX) : v; }
+
+template <class T>
+__global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __restrict__ fut, int64_t L, int64_t F,
+                                  int64_t P, int64_t N, int64_t p, float inv_ts, bool arcsinh, float eps, float minv,
+                                  T* __restrict__ feats, T* __restrict__ valid, T* __restrict__ bias,
+                                  float* __restrict__ locp, float* __restrict__ scalep) {
+    const int64_t b = blockIdx.x;
+    const float* x = ctx + b * L;
+    double sum = 0, cnt = 0;
+    for (int64_t t = threadIdx.x; t < L; t += blockDim.x) {
+        const float v = x[t];
+        if (!isnan(v)) sum += v, cnt += 1;
+    }
+    sum = block_sum(sum);
+    cnt = block_sum(cnt);
+    float loc = static_cast<float>(sum / cnt);
+    loc = isnan(loc) ? 0.f : finite_or_max(loc);
+    double sq = 0;
+    for (int64_t t = threadIdx.x; t < L; t += blockDim.x) {
+        const float v = x[t];
+        if (!isnan(v)) {
+            const double d = static_cast<float>(v - loc);  // the difference in fp32, as the reference
+            sq += d * d;
+        }
+    }
+    sq = block_sum(sq);
+    float scale = sqrtf(static_cast<float>(sq / cnt));
+    scale = isnan(scale) ? 1.f : finite_or_max(scale);
+    if (scale == 0.f) scale = eps;
+    if (threadIdx.x == 0) {
+        locp[b] = loc;
+        scalep[b] = scale;
+    }
+    const int64_t S = P + 1 + N, pad = P * p - L;
+    T* fb = feats + b * (P + N) * 3 * p;
+    // Context tokens, then future tokens: one (token, k) element per iteration.
+    for (int64_t e = threadIdx.x; e < (P + N) * p; e += blockDim.x) {
+        const int64_t t = e / p, k = e % p;
+        float v, time;
+        if (t < P) {
+            const int64_t src = e - pad;
+            v = src >= 0 ? x[src] : __int_as_float(0x7fc00000);
+            time = static_cast<float>(e - P * p) * inv_ts;  // ATen on CUDA divides by a scalar as a * (1 / b)
+        } else {
+            const int64_t j = e - P * p;
+            v = (fut && j < F) ? fut[b * F + j] : __int_as_float(0x7fc00000);
+            time = static_cast<float>(j) * inv_ts;
+        }
+        const bool seen = !isnan(v);
+        float z = 0.f;
+        if (seen) {
+            z = (v - loc) / scale;
+            if (arcsinh) z = asinhf(z);
+        }
+        T* f = fb + t * 3 * p;
+        f[k] = from_f<T>(time);
+        f[p + k] = from_f<T>(z);
+        f[2 * p + k] = from_f<T>(seen ? 1.f : 0.f);
+    }
+    for (int64_t t = threadIdx.x; t < S; t += blockDim.x) {
+        bool any = true;
+        if (t < P) {
+            any = false;
+            for (int64_t k = 0; k < p; ++k) {
+                const int64_t src = t * p + k - pad;
+                any = any || (src >= 0 && !isnan(x[src]));
+            }
+        }
+        valid[b * S + t] = from_f<T>(any ? 1.f : 0.f);
+        bias[b * S + t] = from_f<T>(any ? 0.f : minv);
+    }
+}
+
+template <class T>
+__global__ void postprocess_kernel(const T* __restrict__ head, const float* __restrict__ loc,
+                                   const float* __restrict__ scale, int64_t N, int64_t Q, int64_t p, bool arcsinh,
+                                   float* __restrict__ out, int64_t total) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= total) return;
+    // i indexes the output [B, Q, N p]
+    const int64_t k = i % p;
+    int64_t r = i / p;
+    const int64_t n = r % N;
+    r /= N;
+    const int64_t q = r % Q, b = r / Q;
+    float v = to_f(head[((b * N + n) * Q + q) * p + k]);
+    if (arcsinh) v = sinhf(v);
+    out[i] = __fadd_rn(__fmul_rn(v, scale[b]), loc[b]);
+}
+
+template <class T> float lowest();
+template <> float lowest<float>() { return -FLT_MAX; }
+template <> float lowest<__nv_bfloat16>() { return -3.38953139e38f; }  // -(2 - 2^-7) * 2^127
+template <> float lowest<__half>() { return -65504.f; }
+
+}  // namespace
+
+void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p,
+                              Chronos2Prep& o) {
+    c10::cuda::CUDAGuard guard(context.device());
+    const int64_t B = context.size(0);
+    if (B == 0) return;
+    if (B > INT32_MAX) fail(Status::kInvalidArgument, "chronos2_preprocess: too many rows for one launch");
+    auto stream = at::cuda::getCurrentCUDAStream();
+    const float inv_ts = 1.0f / static_cast<float>(p.time_scale);
+    CN_DISPATCH_FLOAT_TYPES(p.dtype, "chronos2_preprocess", [&] {
+        preprocess_kernel<scalar_t><<<static_cast<unsigned>(B), 256, 0, stream>>>(
+            context.const_data_ptr<float>(), future.defined() ? future.const_data_ptr<float>() : nullptr,
+            context.size(1), future.defined() ? future.size(1) : 0, o.context_patches, p.output_patches, p.patch, inv_ts,
+            p.arcsinh, static_cast<float>(p.eps), lowest<scalar_t>(), reinterpret_cast<scalar_t*>(o.feats.data_ptr()),
+            reinterpret_cast<scalar_t*>(o.valid.data_ptr()), reinterpret_cast<scalar_t*>(o.time_bias.data_ptr()),
+            o.loc.data_ptr<float>(), o.scale.data_ptr<float>());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+}
+
+void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q,
+                               int64_t p, bool arcsinh, const at::Tensor& out) {
+    c10::cuda::CUDAGuard guard(head.device());
+    const int64_t total = out.numel();
+    if (total == 0) return;
+    const int threads = 256;
+    const int64_t blocks = (total + threads - 1) / threads;
+    if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "chronos2_postprocess: output too large for one launch");
+    auto stream = at::cuda::getCurrentCUDAStream();
+    CN_DISPATCH_FLOAT_TYPES(head.scalar_type(), "chronos2_postprocess", [&] {
+        postprocess_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+            reinterpret_cast<const scalar_t*>(head.const_data_ptr()), loc.const_data_ptr<float>(),
+            scale.const_data_ptr<float>(), head.size(1), Q, p, arcsinh, out.data_ptr<float>(), total);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+}
+
+}  // namespace cn::kernels

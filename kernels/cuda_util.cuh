@@ -1,0 +1,58 @@
+// Device helpers shared by cutenative's CUDA kernels: element types, exact rounding to the storage dtype,
+// and a deterministic block reduction (fixed order for a fixed block size, so results never depend on
+// how many rows a launch holds).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <c10/core/ScalarType.h>
+
+#include "core/common/status.h"
+
+namespace cn::kernels::cuda {
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+
+template <class T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+// Rounds an fp32 value to T's precision and back (identity for float).
+template <class T> __device__ __forceinline__ float round_to(float v) { return to_f(from_f<T>(v)); }
+
+// Sum over the block; every thread gets the result. Fixed tree order for a given blockDim.
+template <class T, int kMaxWarps = 32>
+__device__ __forceinline__ T block_sum(T v) {
+    __shared__ T partial[kMaxWarps];
+    __shared__ T total;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warps = (blockDim.x + 31) / 32;
+    __syncthreads();  // partial/total may still be read by a previous call
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        T s = lane < warps ? partial[lane] : T(0);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) total = s;
+    }
+    __syncthreads();
+    return total;
+}
+
+}  // namespace cn::kernels::cuda
+
+// Calls F<T>() with T the CUDA element type of a float / bf16 / f16 tensor; other dtypes are refused.
+#define CN_DISPATCH_FLOAT_TYPES(dtype, name, ...)                                                        \
+    [&] {                                                                                                \
+        switch (dtype) {                                                                                 \
+            case c10::kFloat: { using scalar_t = float; return __VA_ARGS__(); }                          \
+            case c10::kBFloat16: { using scalar_t = __nv_bfloat16; return __VA_ARGS__(); }               \
+            case c10::kHalf: { using scalar_t = __half; return __VA_ARGS__(); }                          \
+            default: ::cn::fail(::cn::Status::kUnsupported, std::string(name) + ": unsupported dtype");  \
+        }                                                                                                \
+    }()

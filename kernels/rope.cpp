@@ -1,0 +1,69 @@
+#include "kernels/rope.h"
+
+#include <cmath>
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "core/common/status.h"
+
+namespace cn::kernels {
+namespace {
+
+template <class T> float round_to(float v) { return static_cast<float>(static_cast<T>(v)); }
+template <> float round_to<float>(float v) { return v; }
+
+template <class T>
+void run(const at::Tensor& x, const float* inv) {
+    const int64_t B = x.size(0), S = x.size(1), H = x.size(2), half = x.size(3) / 2;
+    const int64_t sb = x.stride(0), ss = x.stride(1), sh = x.stride(2);
+    T* base = x.data_ptr<T>();
+    at::parallel_for(0, B * S, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bs = begin; bs < end; ++bs) {
+            const int64_t b = bs / S, s = bs % S;
+            for (int64_t i = 0; i < half; ++i) {
+                const float f = inv[i] * static_cast<float>(s);
+                const float c = round_to<T>(std::cos(f)), n = round_to<T>(std::sin(f));
+                for (int64_t h = 0; h < H; ++h) {
+                    T* p = base + b * sb + s * ss + h * sh;
+                    const float x1 = static_cast<float>(p[i]), x2 = static_cast<float>(p[i + half]);
+                    p[i] = static_cast<T>(round_to<T>(x1 * c) - round_to<T>(x2 * n));
+                    p[i + half] = static_cast<T>(round_to<T>(x2 * c) + round_to<T>(x1 * n));
+                }
+            }
+        }
+    });
+}
+
+}  // namespace
+
+void check_rope(const at::Tensor& x, const at::Tensor& inv_freq) {
+    if (!x.defined() || !inv_freq.defined() || x.dim() != 4 || x.size(3) % 2 != 0 || x.stride(3) != 1) {
+        fail(Status::kInternal, "rope: x must be [B, S, H, dk] with an even, contiguous last dim");
+    }
+    if (inv_freq.dim() != 1 || inv_freq.size(0) != x.size(3) / 2 || inv_freq.scalar_type() != c10::kFloat ||
+        !inv_freq.is_contiguous() || inv_freq.device() != x.device()) {
+        fail(Status::kInternal, "rope: inv_freq must be fp32 [dk/2], contiguous, on x's device");
+    }
+}
+
+void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq) {
+    check_rope(x, inv_freq);
+    const float* inv = inv_freq.const_data_ptr<float>();
+    switch (x.scalar_type()) {
+        case c10::kFloat: return run<float>(x, inv);
+        case c10::kBFloat16: return run<c10::BFloat16>(x, inv);
+        case c10::kHalf: return run<c10::Half>(x, inv);
+        default: fail(Status::kUnsupported, "rope: unsupported dtype");
+    }
+}
+
+void rope_(const at::Tensor& x, const at::Tensor& inv_freq) {
+#ifdef CN_WITH_CUDA
+    if (x.is_cuda()) return rope_cuda_(x, inv_freq);
+#endif
+    rope_cpu_(x, inv_freq);
+}
+
+}  // namespace cn::kernels

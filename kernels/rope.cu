@@ -1,0 +1,57 @@
+// CUDA path of rope_: one thread per (row, i) pair of a [B, S, H, dk] strided view.
+#include "kernels/rope.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels/cuda_util.cuh"
+
+namespace cn::kernels {
+
+void check_rope(const at::Tensor& x, const at::Tensor& inv_freq);  // rope.cpp
+
+namespace {
+
+using cuda::from_f;
+using cuda::round_to;
+using cuda::to_f;
+
+template <class T>
+__global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int64_t H, int64_t half, int64_t sb,
+                            int64_t ss, int64_t sh, int64_t total) {
+    const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (t >= total) return;
+    const int64_t i = t % half;
+    int64_t r = t / half;
+    const int64_t h = r % H;
+    r /= H;
+    const int64_t s = r % S, b = r / S;
+    const float f = inv[i] * static_cast<float>(s);
+    const float c = round_to<T>(cosf(f)), n = round_to<T>(sinf(f));
+    T* p = x + b * sb + s * ss + h * sh;
+    const float x1 = to_f(p[i]), x2 = to_f(p[i + half]);
+    p[i] = from_f<T>(round_to<T>(x1 * c) - round_to<T>(x2 * n));
+    p[i + half] = from_f<T>(round_to<T>(x2 * c) + round_to<T>(x1 * n));
+}
+
+}  // namespace
+
+void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq) {
+    check_rope(x, inv_freq);
+    c10::cuda::CUDAGuard guard(x.device());
+    const int64_t half = x.size(3) / 2;
+    const int64_t total = x.size(0) * x.size(1) * x.size(2) * half;
+    if (total == 0) return;
+    const int threads = 256;
+    const int64_t blocks = (total + threads - 1) / threads;
+    if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "rope: tensor too large for one launch");
+    auto stream = at::cuda::getCurrentCUDAStream();
+    CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rope", [&] {
+        rope_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+            reinterpret_cast<scalar_t*>(x.data_ptr()), inv_freq.const_data_ptr<float>(), x.size(1), x.size(2), half,
+            x.stride(0), x.stride(1), x.stride(2), total);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+}
+
+}  // namespace cn::kernels

@@ -1,0 +1,25 @@
+// Rotary position embedding in place (Chronos-2's RoPE: rotate_half convention, positions 0..S-1).
+//
+// Semantics for x [B, S, H, dk] of dtype T (F32, BF16, F16), inv_freq [dk/2] fp32, i < dk/2, h = dk/2:
+//   f = inv_freq[i] * s                  (fp32, position s)
+//   c = round_T(cos f), n = round_T(sin f)
+//   x'[i]   = round_T(round_T(x[i] * c)   - round_T(x[i+h] * n))
+//   x'[i+h] = round_T(round_T(x[i+h] * c) + round_T(x[i] * n))
+// which is the reference's `x * cos + rotate_half(x) * sin` with its tables in the model dtype, rounded
+// after every op as ATen does. The last dim must be contiguous; the others may have any strides (q and k
+// are views into a fused QKV projection). One element pair per thread; no reduction.
+//
+// CPU path always; CUDA path when built with CUDA kernels.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace cn::kernels {
+
+void rope_(const at::Tensor& x, const at::Tensor& inv_freq);
+void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq);
+#ifdef CN_WITH_CUDA
+void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq);
+#endif
+
+}  // namespace cn::kernels

@@ -1,0 +1,149 @@
+// The CPU paths of cutenative's kernels against fp64 references of their stated semantics
+// (tests/kernels/kernel_refs.h), on fresh random inputs of several shapes, odd sizes and NaNs. The same
+// checks run on the CUDA paths in test_kernels_gpu.cpp. Tolerances: kernel_refs.h rtol().
+#include <gtest/gtest.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/randn.h>
+
+#include "core/common/status.h"
+#include "kernels/chronos2_io.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "tests/kernels/kernel_refs.h"
+
+using cn::test::expect_close;
+using cn::test::rtol;
+
+namespace {
+
+const c10::ScalarType kTypes[] = {at::kFloat, at::kBFloat16, at::kHalf};
+
+}  // namespace
+
+TEST(RmsNormCpu, MatchesFp64Reference) {
+    at::manual_seed(1);
+    for (auto dt : kTypes) {
+        for (auto shape : {std::vector<int64_t>{1, 32}, {3, 7, 48}, {34, 768}, {5, 33}, {2, 1}}) {
+            const at::Tensor x = (at::randn(shape, at::kDouble) * 3).to(dt);
+            const at::Tensor w = (at::rand({shape.back()}, at::kDouble) + 0.5).to(dt);
+            const at::Tensor got = cn::kernels::rms_norm_cpu(x, w, 1e-6);
+            const std::string what = std::string(c10::toString(dt)) + " " + c10::str(shape);
+            expect_close(got, cn::test::ref_rms_norm(x, w, 1e-6), rtol(dt), 1e-6, what);
+            if (dt != at::kFloat) {
+                EXPECT_GT(cn::test::share_equal(got, cn::test::ref_rms_norm(x, w, 1e-6)), 0.95) << what;
+            }
+        }
+    }
+}
+
+TEST(RmsNormCpu, AddVariantUpdatesTheResidualExactlyAsATen) {
+    at::manual_seed(2);
+    for (auto dt : kTypes) {
+        at::Tensor h = at::randn({9, 40}, at::kFloat).to(dt);
+        const at::Tensor d = at::randn({9, 40}, at::kFloat).to(dt);
+        const at::Tensor w = at::rand({40}, at::kFloat).to(dt);
+        const at::Tensor sum = h + d;  // ATen's rounding of the residual add
+        const at::Tensor got = cn::kernels::add_rms_norm_cpu(h, d, w, 1e-6);
+        EXPECT_TRUE(at::equal(h, sum)) << c10::toString(dt);
+        expect_close(got, cn::test::ref_rms_norm(sum, w, 1e-6), rtol(dt), 1e-6, c10::toString(dt));
+    }
+}
+
+TEST(RmsNormCpu, RowsAreIndependentOfTheBatch) {
+    at::manual_seed(3);
+    const at::Tensor x = at::randn({6, 5, 64}, at::kFloat).to(at::kBFloat16);
+    const at::Tensor w = at::rand({64}, at::kFloat).to(at::kBFloat16);
+    const at::Tensor all = cn::kernels::rms_norm_cpu(x, w, 1e-6);
+    for (int64_t i = 0; i < 6; ++i) {
+        EXPECT_TRUE(at::equal(all[i], cn::kernels::rms_norm_cpu(x[i].contiguous(), w, 1e-6)));
+    }
+}
+
+TEST(RmsNormCpu, RefusesMismatchedInputs) {
+    const at::Tensor x = at::ones({2, 8});
+    EXPECT_THROW(cn::kernels::rms_norm_cpu(x, at::ones({7}), 1e-6), cn::Error);
+    EXPECT_THROW(cn::kernels::rms_norm_cpu(x, at::ones({8}, at::kBFloat16), 1e-6), cn::Error);
+    EXPECT_THROW(cn::kernels::rms_norm_cpu(x.t(), at::ones({2}), 1e-6), cn::Error);
+    at::Tensor h = at::ones({2, 8});
+    EXPECT_THROW(cn::kernels::add_rms_norm_cpu(h, at::ones({2, 7}), at::ones({8}), 1e-6), cn::Error);
+    EXPECT_THROW(cn::kernels::rms_norm_cpu(at::ones({2, 8}, at::kDouble), at::ones({8}, at::kDouble), 1e-6), cn::Error);
+}
+
+TEST(RopeCpu, MatchesFp64ReferenceOnStridedQkvViews) {
+    at::manual_seed(4);
+    for (auto dt : kTypes) {
+        for (auto dims : {std::vector<int64_t>{1, 34, 4, 64}, {3, 17, 2, 8}, {2, 5, 3, 2}}) {
+            const int64_t B = dims[0], S = dims[1], H = dims[2], dk = dims[3];
+            const at::Tensor inv = 1.0 / at::pow(10000.0, at::arange(0, dk, 2, at::kFloat) / static_cast<double>(dk));
+            const at::Tensor qkv = (at::randn({B, S, 3 * H * dk}, at::kFloat) * 2).to(dt);
+            const at::Tensor before = qkv.clone();
+            const at::Tensor qk = qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H);
+            const at::Tensor want = cn::test::ref_rope(qk, inv);
+            cn::kernels::rope_cpu_(qk, inv);
+            const std::string what = std::string(c10::toString(dt)) + " " + c10::str(dims);
+            expect_close(qk, want, rtol(dt), 1e-6, what);
+            // The v part is untouched.
+            EXPECT_TRUE(at::equal(qkv.view({B, S, 3 * H, dk}).slice(2, 2 * H), before.view({B, S, 3 * H, dk}).slice(2, 2 * H)));
+        }
+    }
+}
+
+TEST(RopeCpu, RefusesBadLayouts) {
+    const at::Tensor inv = at::ones({4});
+    EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 3, 7}), inv), cn::Error);            // odd dk
+    EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 8, 3}).transpose(2, 3), inv), cn::Error);  // last dim strided
+    EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 3, 8}), at::ones({3})), cn::Error);    // wrong table
+}
+
+TEST(Chronos2PreprocessCpu, MatchesFp64Reference) {
+    for (auto dt : kTypes) {
+        for (int64_t L : {int64_t{37}, int64_t{64}, int64_t{1}, int64_t{513}}) {
+            for (bool arcsinh : {true, false}) {
+                for (bool with_future : {false, true}) {
+                    cn::kernels::Chronos2PrepParams p;
+                    p.patch = 16;
+                    p.output_patches = 3;
+                    p.time_scale = 512;
+                    p.arcsinh = arcsinh;
+                    p.dtype = dt;
+                    const at::Tensor ctx = cn::test::make_context(6, L, 10 + L);
+                    at::Tensor fut;
+                    if (with_future) fut = cn::test::make_context(6, 29, 99 + L);  // shorter than N p = 48
+                    const auto got = cn::kernels::chronos2_preprocess_cpu(ctx, fut, p);
+                    const auto want = cn::test::ref_preprocess(ctx, fut, p);
+                    const std::string what = std::string(c10::toString(dt)) + " L=" + std::to_string(L) +
+                                             (arcsinh ? " asinh" : "") + (with_future ? " future" : "");
+                    EXPECT_EQ(got.context_patches, (L + 15) / 16) << what;
+                    expect_close(got.loc, want.loc, 1e-5, 1e-5 * want.scale.abs().max().item<double>(), what + " loc");
+                    expect_close(got.scale, want.scale, 1e-5, 0, what + " scale");
+                    expect_close(got.feats, want.feats, rtol(dt), 1e-5, what + " feats");
+                    EXPECT_TRUE(at::equal(got.valid.to(at::kDouble), want.valid)) << what;
+                    EXPECT_TRUE(at::equal(got.time_bias.to(at::kDouble), want.time_bias)) << what;
+                    // The constant row: loc is exactly its value, so every observed value normalises to 0.
+                    EXPECT_EQ(got.scale[2].item<float>(), 1e-5f) << what;
+                    EXPECT_TRUE(got.feats[2].slice(0, 0, got.context_patches).slice(-1, 16, 32).eq(0).all().item<bool>()) << what;
+                }
+            }
+        }
+    }
+}
+
+TEST(Chronos2PostprocessCpu, MatchesFp64Reference) {
+    at::manual_seed(5);
+    for (auto dt : kTypes) {
+        for (bool arcsinh : {true, false}) {
+            const int64_t B = 4, N = 3, Q = 21, p = 16;
+            const at::Tensor head = at::randn({B, N, Q * p}, at::kFloat).to(dt);
+            const at::Tensor loc = at::randn({B}, at::kFloat) * 100;
+            const at::Tensor scale = at::rand({B}, at::kFloat) * 10 + 1e-3;
+            const at::Tensor got = cn::kernels::chronos2_postprocess_cpu(head, loc, scale, Q, p, arcsinh);
+            ASSERT_EQ(got.sizes(), (at::IntArrayRef{B, Q, N * p}));
+            expect_close(got, cn::test::ref_postprocess(head, loc, scale, Q, p, arcsinh), 1e-6, 1e-4,
+                         std::string(c10::toString(dt)) + (arcsinh ? " asinh" : ""));
+        }
+    }
+}

@@ -1,0 +1,180 @@
+// GPU (ctest label "gpu"): the CUDA paths of cutenative's kernels against the same fp64 references as the
+// CPU tests, with outputs poisoned (NaN) before each launch so an unwritten element fails, vectorised and
+// scalar paths (row lengths that are and are not multiples of 16 bytes, misaligned views), odd sizes, NaN
+// inputs, and row independence. Skips without CUDA.
+#include <gtest/gtest.h>
+
+#include <ATen/Context.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/pow.h>
+
+#include "core/common/status.h"
+#include "kernels/chronos2_io.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "tests/kernels/kernel_refs.h"
+
+using cn::test::expect_close;
+using cn::test::rtol;
+
+#ifdef CN_WITH_CUDA
+namespace {
+
+const c10::ScalarType kTypes[] = {at::kFloat, at::kBFloat16, at::kHalf};
+
+at::Tensor poisoned_like(const at::Tensor& t) {
+    return at::full_like(t, std::numeric_limits<double>::quiet_NaN());
+}
+
+}  // namespace
+#endif
+
+#define REQUIRE_CUDA()                                                  \
+    do {                                                                \
+        if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";           \
+    } while (0)
+
+#ifndef CN_WITH_CUDA
+TEST(KernelsGpu, Skipped) { GTEST_SKIP() << "built without CUDA kernels"; }
+#else
+
+TEST(RmsNormGpu, MatchesFp64Reference) {
+    REQUIRE_CUDA();
+    at::manual_seed(11);
+    for (auto dt : kTypes) {
+        for (auto shape : {std::vector<int64_t>{1, 32}, {3, 7, 48}, {34, 768}, {5, 33}, {2, 1}, {4099, 768}, {2, 4104}}) {
+            const at::Tensor x = (at::randn(shape, at::kDouble) * 3).to(dt).cuda();
+            const at::Tensor w = (at::rand({shape.back()}, at::kDouble) + 0.5).to(dt).cuda();
+            const at::Tensor want = cn::test::ref_rms_norm(x, w, 1e-6);
+            at::Tensor out = poisoned_like(x);
+            cn::kernels::rms_norm_cuda(x, at::Tensor(), at::Tensor(), w, 1e-6, out);
+            const std::string what = std::string(c10::toString(dt)) + " " + c10::str(shape);
+            expect_close(out, want, rtol(dt), 1e-6, what);
+            if (dt != at::kFloat) {
+                EXPECT_GT(cn::test::share_equal(out, want), 0.95) << what;
+            }
+            // CUDA and CPU paths agree to the same tolerance.
+            expect_close(out, cn::kernels::rms_norm_cpu(x.cpu(), w.cpu(), 1e-6), rtol(dt), 1e-6, what + " vs cpu");
+        }
+    }
+}
+
+TEST(RmsNormGpu, ScalarPathForMisalignedRows) {
+    REQUIRE_CUDA();
+    at::manual_seed(12);
+    // A view starting one element in: not 16-byte aligned, so the scalar path runs.
+    const at::Tensor base = at::randn({1 + 6 * 64}, at::kFloat).to(at::kBFloat16).cuda();
+    const at::Tensor x = base.slice(0, 1).view({6, 64});
+    const at::Tensor w = at::rand({64}, at::kFloat).to(at::kBFloat16).cuda();
+    at::Tensor out = at::empty({1 + 6 * 64}, x.options()).fill_(std::numeric_limits<double>::quiet_NaN()).slice(0, 1).view({6, 64});
+    cn::kernels::rms_norm_cuda(x, at::Tensor(), at::Tensor(), w, 1e-6, out);
+    expect_close(out, cn::test::ref_rms_norm(x, w, 1e-6), rtol(at::kBFloat16), 1e-6, "misaligned");
+}
+
+TEST(RmsNormGpu, AddVariantAndRowIndependence) {
+    REQUIRE_CUDA();
+    at::manual_seed(13);
+    for (auto dt : kTypes) {
+        at::Tensor h = at::randn({37, 768}, at::kFloat).to(dt).cuda();
+        const at::Tensor d = at::randn({37, 768}, at::kFloat).to(dt).cuda();
+        const at::Tensor w = at::rand({768}, at::kFloat).to(dt).cuda();
+        const at::Tensor sum = h + d;
+        const at::Tensor h0 = h.clone();
+        const at::Tensor got = cn::kernels::add_rms_norm(h, d, w, 1e-6);
+        EXPECT_TRUE(at::equal(h, sum)) << c10::toString(dt);
+        expect_close(got, cn::test::ref_rms_norm(sum, w, 1e-6), rtol(dt), 1e-6, c10::toString(dt));
+        for (int64_t r : {0, 5, 36}) {  // one row alone gives the same bits as inside the batch
+            at::Tensor hr = h0.slice(0, r, r + 1).clone();
+            const at::Tensor one = cn::kernels::add_rms_norm(hr, d.slice(0, r, r + 1).contiguous(), w, 1e-6);
+            EXPECT_TRUE(at::equal(one, got.slice(0, r, r + 1))) << c10::toString(dt) << " row " << r;
+        }
+    }
+}
+
+TEST(RopeGpu, MatchesFp64ReferenceOnStridedQkvViews) {
+    REQUIRE_CUDA();
+    at::manual_seed(14);
+    for (auto dt : kTypes) {
+        for (auto dims : {std::vector<int64_t>{1, 34, 12, 64}, {3, 17, 2, 8}, {2, 5, 3, 2}, {64, 130, 4, 32}}) {
+            const int64_t B = dims[0], S = dims[1], H = dims[2], dk = dims[3];
+            const at::Tensor inv = (1.0 / at::pow(10000.0, at::arange(0, dk, 2, at::kFloat) / static_cast<double>(dk))).cuda();
+            const at::Tensor qkv = (at::randn({B, S, 3 * H * dk}, at::kFloat) * 2).to(dt).cuda();
+            const at::Tensor before = qkv.clone();
+            const at::Tensor qk = qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H);
+            const at::Tensor want = cn::test::ref_rope(qk, inv);
+            at::Tensor on_cpu = before.cpu().view({B, S, 3 * H, dk}).slice(2, 0, 2 * H);
+            cn::kernels::rope_cpu_(on_cpu, inv.cpu());
+            cn::kernels::rope_(qk, inv);
+            const std::string what = std::string(c10::toString(dt)) + " " + c10::str(dims);
+            expect_close(qk, want, rtol(dt), 1e-6, what);
+            expect_close(qk, on_cpu, rtol(dt), 1e-6, what + " vs cpu");
+            EXPECT_TRUE(at::equal(qkv.view({B, S, 3 * H, dk}).slice(2, 2 * H), before.view({B, S, 3 * H, dk}).slice(2, 2 * H)));
+        }
+    }
+}
+
+TEST(Chronos2PreprocessGpu, MatchesFp64Reference) {
+    REQUIRE_CUDA();
+    for (auto dt : kTypes) {
+        for (int64_t L : {int64_t{37}, int64_t{1}, int64_t{513}, int64_t{8192}}) {
+            for (bool with_future : {false, true}) {
+                cn::kernels::Chronos2PrepParams p;
+                p.patch = 16;
+                p.output_patches = 3;
+                p.time_scale = 8192;
+                p.arcsinh = true;
+                p.dtype = dt;
+                const at::Tensor ctx = cn::test::make_context(7, L, 20 + L).cuda();
+                at::Tensor fut;
+                if (with_future) fut = cn::test::make_context(7, 29, 77 + L).cuda();
+                const int64_t P = (L + 15) / 16;
+                cn::kernels::Chronos2Prep got;
+                got.context_patches = P;
+                const auto o = ctx.options().dtype(dt);
+                got.feats = at::full({7, P + 3, 48}, std::numeric_limits<double>::quiet_NaN(), o);
+                got.valid = at::full({7, P + 4}, std::numeric_limits<double>::quiet_NaN(), o);
+                got.time_bias = at::full({7, P + 4}, std::numeric_limits<double>::quiet_NaN(), o);
+                got.loc = at::full({7}, std::numeric_limits<double>::quiet_NaN(), ctx.options());
+                got.scale = at::full({7}, std::numeric_limits<double>::quiet_NaN(), ctx.options());
+                cn::kernels::chronos2_preprocess_cuda(ctx, fut, p, got);
+                const auto want = cn::test::ref_preprocess(ctx, fut, p);
+                const std::string what = std::string(c10::toString(dt)) + " L=" + std::to_string(L) + (with_future ? " future" : "");
+                expect_close(got.loc, want.loc, 1e-5, 1e-5 * want.scale.abs().max().item<double>(), what + " loc");
+                expect_close(got.scale, want.scale, 1e-5, 0, what + " scale");
+                expect_close(got.feats, want.feats, rtol(dt), 1e-5, what + " feats");
+                EXPECT_TRUE(at::equal(got.valid.cpu().to(at::kDouble), want.valid)) << what;
+                EXPECT_TRUE(at::equal(got.time_bias.cpu().to(at::kDouble), want.time_bias)) << what;
+                EXPECT_EQ(got.scale[2].item<float>(), 1e-5f) << what;  // the constant row
+                EXPECT_TRUE(got.feats[2].slice(0, 0, P).slice(-1, 16, 32).eq(0).all().item<bool>()) << what;
+                // One row alone gives the same bits.
+                const auto one = cn::kernels::chronos2_preprocess(ctx.slice(0, 3, 4).contiguous(),
+                                                                  fut.defined() ? fut.slice(0, 3, 4).contiguous() : fut, p);
+                EXPECT_TRUE(at::equal(one.feats, got.feats.slice(0, 3, 4))) << what;
+                EXPECT_TRUE(at::equal(one.scale, got.scale.slice(0, 3, 4))) << what;
+            }
+        }
+    }
+}
+
+TEST(Chronos2PostprocessGpu, MatchesFp64Reference) {
+    REQUIRE_CUDA();
+    at::manual_seed(15);
+    for (auto dt : kTypes) {
+        for (bool arcsinh : {true, false}) {
+            const int64_t B = 5, N = 4, Q = 21, p = 16;
+            const at::Tensor head = at::randn({B, N, Q * p}, at::kFloat).to(dt).cuda();
+            const at::Tensor loc = (at::randn({B}, at::kFloat) * 100).cuda();
+            const at::Tensor scale = (at::rand({B}, at::kFloat) * 10 + 1e-3).cuda();
+            at::Tensor out = at::full({B, Q, N * p}, std::numeric_limits<double>::quiet_NaN(), loc.options());
+            cn::kernels::chronos2_postprocess_cuda(head, loc, scale, Q, p, arcsinh, out);
+            const std::string what = std::string(c10::toString(dt)) + (arcsinh ? " asinh" : "");
+            expect_close(out, cn::test::ref_postprocess(head, loc, scale, Q, p, arcsinh), 1e-6, 1e-4, what);
+            expect_close(out, cn::kernels::chronos2_postprocess_cpu(head.cpu(), loc.cpu(), scale.cpu(), Q, p, arcsinh), 1e-6,
+                         1e-4, what + " vs cpu");
+        }
+    }
+}
+
+#endif
