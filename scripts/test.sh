@@ -14,6 +14,9 @@ for a in "$@"; do
 done
 "$CN_ROOT/scripts/setup.sh" "${setup_flags[@]}"
 "$CN_ROOT/scripts/build.sh"
+# The embedding tests run on the real MiniLM weights that setup.sh installed; they must not skip here.
+CN_MINILM_DIR="$(cn_minilm_dir)"
+export CN_MINILM_DIR CN_REQUIRE_MINILM=1
 echo "== ctest"
 (cd "$CN_BUILD" && ctest --output-on-failure -j "${CN_JOBS:-$(nproc)}")
 if [ "$run_go" = 1 ]; then

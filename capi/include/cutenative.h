@@ -398,8 +398,12 @@ CN_API cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn
 /* ===================================================================================================== */
 
 /* Embeds `n_texts` UTF-8 strings into caller-allocated `out` of `out_count` ≥ n_texts * embedding_dim
- * floats, row-major [text][dim], L2-normalised. Invalid UTF-8 → INVALID_ARGUMENT naming the index.
- * UNSUPPORTED for models that do not embed. `opts` may be NULL. Thread-safe per the model rules. */
+ * floats, row-major [text][dim], L2-normalised. Invalid UTF-8 → INVALID_ARGUMENT naming the index (and
+ * nothing is written). A text ends at its first NUL byte (the reference tokenizer deletes NUL characters,
+ * so remove them rather than cut there); texts past the model's max_tokens are truncated, as the reference
+ * does. Each text is encoded on its own: its embedding does not depend on the other texts of the call.
+ * UNSUPPORTED for models that do not embed. `opts` may be NULL. Thread-safe per the model rules.
+ * Ownership: texts and out stay the caller's; nothing is kept after the call. */
 CN_API cn_status cn_embed(cn_model* model, const char* const* texts, size_t n_texts, cn_run_options* opts,
                           float* out, size_t out_count, cn_error* err);
 

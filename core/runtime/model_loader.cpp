@@ -5,6 +5,8 @@
 #include "core/common/status.h"
 #include "core/format/checkpoint.h"
 #include "core/format/model_config.h"
+#include "core/models/bert/bert_config.h"
+#include "core/models/bert/bert_model.h"
 #include "core/models/chronos2/chronos2_config.h"
 #include "core/models/chronos2/chronos2_model.h"
 #include "core/runtime/model.h"
@@ -25,8 +27,9 @@ std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& op
     }
     const format::ModelConfig config = format::ModelConfig::load(dir);
     if (chronos2::is_chronos2(config)) return chronos2::load_chronos2(dir, config, options);
-    if (has_file(dir, "modules.json") || config.get_string("model_type", "") == "bert") {
-        fail(Status::kUnsupported, dir + ": sentence-embedding models are not supported by this build yet");
+    if (bert::is_bert(config)) return bert::load_bert(dir, config, options);
+    if (has_file(dir, "modules.json")) {
+        fail(Status::kUnsupported, dir + ": sentence-embedding models other than BERT encoders are not supported by this build yet");
     }
     if (config.has("s1_bits") || config.has("s2_bits")) {
         fail(Status::kUnsupported, dir + ": Kronos models are not supported by this build yet");

@@ -80,7 +80,7 @@ void Weights::validate() const {
         }
     }
     for (const auto& [name, ref] : checkpoint_->tensors()) {
-        if (!expected_.count(name)) fail(Status::kModelFormat, dir + ": unexpected tensor \"" + name + "\"");
+        if (!expected_.count(name) && !unused_.count(name)) fail(Status::kModelFormat, dir + ": unexpected tensor \"" + name + "\"");
     }
 }
 

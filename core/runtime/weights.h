@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ public:
 
     // Declares a required tensor and its shape.
     void expect(const std::string& name, std::vector<int64_t> shape);
+    // Declares a tensor the checkpoint may carry that the model does not use (e.g. BERT's pooler); it is
+    // neither loaded nor counted, and any dtype is accepted.
+    void allow_unused(const std::string& name) { unused_.insert(name); }
     // Checks the declared set against the checkpoint: every expected tensor present with its shape and a
     // floating dtype, no tensor left undeclared. Throws cn::Error(kModelFormat) naming the tensor.
     void validate() const;
@@ -46,6 +50,7 @@ private:
     std::shared_ptr<const format::Checkpoint> checkpoint_;
     WeightLoadOptions options_;
     std::map<std::string, std::vector<int64_t>> expected_;
+    std::set<std::string> unused_;
 };
 
 // The at::ScalarType of a safetensors dtype; throws kModelFormat for dtypes LibTorch cannot hold.

@@ -8,10 +8,12 @@ import "C"
 
 import (
 	"context"
+	"strings"
 	"unsafe"
 )
 
 // Embed returns one L2-normalised embedding per text (embedding models; other kinds: ErrUnsupported).
+// NUL characters are removed (the reference tokenizer deletes them); invalid UTF-8 is ErrInvalidArgument.
 func (m *Model) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -31,7 +33,8 @@ func (m *Model) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 	defer C.free(unsafe.Pointer(ctexts))
 	view := unsafe.Slice(ctexts, len(texts))
 	for i, t := range texts {
-		view[i] = C.CString(t)
+		// C strings end at NUL; the reference tokenizer deletes NUL characters, so drop them here.
+		view[i] = C.CString(strings.ReplaceAll(t, "\x00", ""))
 	}
 	defer func() {
 		for _, p := range view {
