@@ -345,9 +345,14 @@ CN_API cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_reque
                                                                const char* const* future, size_t future_length,
                                                                cn_error* err);
 
-/* Sets timestamps (Unix seconds, strictly increasing) for series `series_index`: `history` has the
- * series' length, `future` has `horizon` entries. Required by Kronos (calendar features), ignored by
- * Chronos-2. */
+/* Sets timestamps (Unix seconds, UTC, strictly increasing) for series `series_index`: `history` has the
+ * series' length, `future` has `horizon` entries. Required by Kronos (calendar features: minute, hour,
+ * weekday, day, month), on the first series of each OHLCV group; ignored by Chronos-2.
+ * Kronos requests: each task is a group (same non-negative group id) of 4, 5 or 6 series in the order
+ * open, high, low, close[, volume[, amount]] (missing volume/amount are filled as the reference fills them),
+ * no NaN/Inf; every series gets its own mean path; `samples` receives each sampled path. The run options'
+ * seed seeds the sampler right before inference (CPU: the same tokens as the reference after
+ * torch.manual_seed(seed)). */
 CN_API cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, size_t series_index,
                                                     const int64_t* history, size_t history_length,
                                                     const int64_t* future, size_t future_length, cn_error* err);
@@ -370,7 +375,7 @@ CN_API cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, floa
 typedef struct cn_forecast_shape {
     uint64_t struct_size;
     uint64_t n_series;    /* target series of the request, in order of cn_forecast_request_add_series */
-    uint64_t n_outputs;   /* per step: quantile levels (Chronos-2) or channels of the mean path (Kronos) */
+    uint64_t n_outputs;   /* per step: quantile levels (Chronos-2), or 1 (Kronos: the mean path of the series) */
     uint64_t horizon;
     uint64_t n_values;    /* n_series * n_outputs * horizon: floats the `out` buffer of cn_forecast needs */
     uint64_t n_samples;   /* sampled forecasters: sample paths per series; 0 otherwise */

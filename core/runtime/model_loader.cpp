@@ -9,6 +9,8 @@
 #include "core/models/bert/bert_model.h"
 #include "core/models/chronos2/chronos2_config.h"
 #include "core/models/chronos2/chronos2_model.h"
+#include "core/models/kronos/kronos_config.h"
+#include "core/models/kronos/kronos_model.h"
 #include "core/runtime/model.h"
 
 namespace cn {
@@ -31,8 +33,10 @@ std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& op
     if (has_file(dir, "modules.json")) {
         fail(Status::kUnsupported, dir + ": sentence-embedding models other than BERT encoders are not supported by this build yet");
     }
-    if (config.has("s1_bits") || config.has("s2_bits")) {
-        fail(Status::kUnsupported, dir + ": Kronos models are not supported by this build yet");
+    if (kronos::is_kronos(config)) return kronos::load_kronos(dir, config, options);
+    if (config.has("n_enc_layers") && config.has("s1_bits")) {
+        fail(Status::kUnsupported, dir + ": a Kronos tokenizer alone; load the predictor's directory with the tokenizer in its "
+                                         "tokenizer/ subdirectory");
     }
     fail(Status::kUnsupported, config.label() + ": unknown architecture (no 'architectures' entry this build knows)");
 }

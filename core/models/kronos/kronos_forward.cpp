@@ -1,0 +1,139 @@
+#include "core/models/kronos/kronos_forward.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/multinomial.h>
+#include <ATen/ops/outer.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/sort.h>
+#include <ATen/ops/topk.h>
+
+namespace cn::kronos {
+namespace {
+
+at::Tensor linear(const Linear& l, const at::Tensor& x) { return at::linear(x, l.w, l.b); }
+
+// RMSNorm: x * rsqrt(mean(x * x) + 1e-5), then * weight (fp32 throughout).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) {
+    return x * at::rsqrt((x * x).mean(-1, /*keepdim=*/true) + 1e-5) * w;
+}
+
+at::Tensor rotate_half(const at::Tensor& x) {
+    const auto halves = x.chunk(2, -1);
+    return at::cat({-halves[1], halves[0]}, -1);
+}
+
+// RotaryPositionalEmbedding.forward: the table is built for the *query* length and applied to q and k.
+std::pair<at::Tensor, at::Tensor> rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& inv_freq) {
+    const int64_t L = q.size(-2);
+    const at::Tensor t = at::arange(L, inv_freq.options().dtype(at::kLong)).to(inv_freq.scalar_type());
+    const at::Tensor freqs = at::outer(t, inv_freq);
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);
+    const at::Tensor cos = emb.cos().unsqueeze(0).unsqueeze(0), sin = emb.sin().unsqueeze(0).unsqueeze(0);
+    return {q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin};
+}
+
+at::Tensor split_heads(const at::Tensor& x, int64_t heads) {  // [B, L, d] -> [B, H, L, d/H] (a view)
+    return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
+}
+
+at::Tensor merge(const at::Tensor& a) {  // [B, H, L, hd] -> [B, L, d]
+    return a.transpose(1, 2).contiguous().view({a.size(0), a.size(2), a.size(1) * a.size(3)});
+}
+
+at::Tensor block(const Block& b, const at::Tensor& x_in) {
+    at::Tensor x = x_in;
+    {
+        const at::Tensor n = rms_norm(x, b.norm1);
+        auto [q, k] = rope(split_heads(linear(b.q, n), b.heads), split_heads(linear(b.k, n), b.heads), b.inv_freq);
+        const at::Tensor v = split_heads(linear(b.v, n), b.heads);
+        const at::Tensor a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+        x = x + linear(b.o, merge(a));
+    }
+    const at::Tensor n = rms_norm(x, b.norm2);
+    return x + at::linear(at::silu(at::linear(n, b.w1)) * at::linear(n, b.w3), b.w2);
+}
+
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x) {
+    at::Tensor z = linear(w.embed, x);
+    for (const auto& b : w.encoder) z = block(b, z);
+    z = linear(w.quant_embed, z);
+    // BSQuantizer: F.normalize, sign (0 -> -1), bits (q >= 0) little-endian into s1 (first half) and s2.
+    z = z / z.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12).expand_as(z);
+    const at::Tensor bits = (z > 0).to(at::kLong);
+    const int64_t h = cfg.s1_bits;
+    const at::Tensor weights = at::pow(2, at::arange(h, bits.options()));
+    return {(bits.slice(-1, 0, h) * weights).sum(-1), (bits.slice(-1, h) * weights).sum(-1)};
+}
+
+at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& s1, const at::Tensor& s2) {
+    const int64_t dim = cfg.s1_bits + cfg.s2_bits;
+    const at::Tensor mask = at::pow(2, at::arange(dim / 2, s1.options()));
+    const at::Tensor b1 = (s1.unsqueeze(-1).bitwise_and(mask)) != 0;
+    const at::Tensor b2 = (s2.unsqueeze(-1).bitwise_and(mask)) != 0;
+    at::Tensor q = at::cat({b1, b2}, -1).to(at::kFloat) * 2 - 1;
+    q = q * (1. / std::pow(static_cast<double>(dim), 0.5));
+    at::Tensor z = linear(w.post_quant_embed, q);
+    for (const auto& b : w.decoder) z = block(b, z);
+    return linear(w.head, z);
+}
+
+std::pair<at::Tensor, at::Tensor> decode_s1(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
+                                            const at::Tensor& s2, const at::Tensor& stamp) {
+    const double scale = std::sqrt(static_cast<double>(cfg.d_model));
+    const at::Tensor e1 = at::embedding(w.emb_s1, s1) * scale;
+    const at::Tensor e2 = at::embedding(w.emb_s2, s2) * scale;
+    at::Tensor x = linear(w.fusion, at::cat({e1, e2}, -1));
+    const at::Tensor st = stamp.to(at::kLong);
+    const at::Tensor te = at::embedding(w.hour, st.select(-1, 1)) + at::embedding(w.weekday, st.select(-1, 2)) +
+                          at::embedding(w.day, st.select(-1, 3)) + at::embedding(w.month, st.select(-1, 4)) +
+                          at::embedding(w.minute, st.select(-1, 0));
+    x = x + te;
+    for (const auto& b : w.blocks) x = block(b, x);
+    x = rms_norm(x, w.norm);
+    return {linear(w.proj_s1, x), x};
+}
+
+at::Tensor decode_s2(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context, const at::Tensor& s1) {
+    const at::Tensor sib = at::embedding(w.emb_s1, s1);  // raw: no sqrt(d) scale
+    auto [q, k] = rope(split_heads(linear(w.dep_q, sib), w.dep_heads), split_heads(linear(w.dep_k, context), w.dep_heads), w.dep_inv_freq);
+    const at::Tensor v = split_heads(linear(w.dep_v, context), w.dep_heads);
+    const at::Tensor a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/false);
+    const at::Tensor x2 = rms_norm(context + linear(w.dep_o, merge(a)), w.dep_norm);
+    return linear(w.proj_s2, x2);
+}
+
+at::Tensor sample_from_logits(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen) {
+    at::Tensor logits = logits_in / temperature;
+    const double inf = std::numeric_limits<double>::infinity();
+    if (top_k > 0) {
+        const int64_t k = std::min<int64_t>(std::max<int64_t>(top_k, 1), logits.size(-1));
+        const at::Tensor kth = std::get<0>(at::topk(logits, k)).select(-1, k - 1).unsqueeze(-1);
+        logits.masked_fill_(logits < kth, -inf);
+    } else if (top_p < 1.0) {
+        auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
+        const at::Tensor cum = at::cumsum(at::softmax(sorted, -1), -1);
+        at::Tensor remove = cum > top_p;
+        remove.slice(-1, 1).copy_(remove.slice(-1, 0, -1).clone());
+        remove.select(-1, 0).fill_(false);
+        const at::Tensor mask = remove.scatter(1, idx, remove);
+        logits.masked_fill_(mask, -inf);
+    }
+    const at::Tensor probs = at::softmax(logits, -1);
+    return at::multinomial(probs, 1, /*replacement=*/false, gen);
+}
+
+}  // namespace cn::kronos

@@ -1,0 +1,61 @@
+// The Kronos networks (shiyu-coder/Kronos model/module.py, model/kronos.py) in eval mode, op for op in ATen
+// so that fp32 CPU results equal the reference's bit for bit: the tokenizer (encoder -> binary spherical
+// quantisation into s1/s2 tokens, and the decoder back to normalised candles) and the predictor
+// (decode_s1: hierarchical + temporal embeddings, causal RoPE blocks, s1 logits; decode_s2: the
+// dependency layer's cross-attention on the sampled s1, s2 logits), plus the reference's sampler.
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include "core/models/kronos/kronos_config.h"
+
+namespace cn::kronos {
+
+struct Linear {
+    at::Tensor w, b;  // b may be undefined
+};
+
+struct Block {  // TransformerBlock: pre-norm, RoPE self-attention (causal), SwiGLU feed-forward
+    at::Tensor norm1, norm2;
+    Linear q, k, v, o;
+    at::Tensor w1, w2, w3;
+    at::Tensor inv_freq;
+    int64_t heads = 0;
+};
+
+struct TokenizerWeights {
+    Linear embed, head, quant_embed, post_quant_embed;
+    std::vector<Block> encoder, decoder;
+};
+
+struct PredictorWeights {
+    at::Tensor emb_s1, emb_s2;
+    Linear fusion;
+    at::Tensor minute, hour, weekday, day, month;
+    std::vector<Block> blocks;
+    at::Tensor norm;
+    Linear dep_q, dep_k, dep_v, dep_o;
+    at::Tensor dep_norm, dep_inv_freq;
+    int64_t dep_heads = 4;
+    Linear proj_s1, proj_s2;
+};
+
+// x [N, T, 6] normalised candles -> (s1, s2) token ids [N, T] int64.
+std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x);
+// (s1, s2) [N, L] -> normalised candles [N, L, 6].
+at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& s1, const at::Tensor& s2);
+
+// s1, s2 [N, L] int64, stamp [N, L, 5] (minute, hour, weekday, day, month) -> (s1 logits [N, L, V], context [N, L, d]).
+std::pair<at::Tensor, at::Tensor> decode_s1(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
+                                            const at::Tensor& s2, const at::Tensor& stamp);
+// context [N, L, d], sampled s1 [N, 1] -> s2 logits [N, L, V].
+at::Tensor decode_s2(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context, const at::Tensor& s1);
+
+// The reference's sample_from_logits: logits [N, V] / temperature, then top-k (k > 0; top-p is then NOT
+// applied, as in the reference) or top-p (< 1), softmax, one multinomial draw per row with `gen`. [N, 1] int64.
+at::Tensor sample_from_logits(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen);
+
+}  // namespace cn::kronos
