@@ -14,13 +14,17 @@
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
 
-TEST(KronosTokens, IdenticalToTheReferenceForEverySeededCase) {
+namespace {
+
+// Runs every fixture case in `mode`; returns (tokens equal to the reference's, tokens compared).
+std::pair<size_t, size_t> run_cases(cn_mode mode, bool expect_identical) {
     std::ifstream f(std::string(CN_FIXTURES_DIR) + "/kronos/cases.json");
     const auto all = nlohmann::json::parse(f);
-    size_t checked = 0;
+    size_t checked = 0, equal = 0;
     for (const auto& c : all["cases"]) {
         SCOPED_TRACE(c["name"].get<std::string>());
         auto model = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/" + c["model"].get<std::string>(), cn::ModelOptions{});
+        model->set_mode(mode);
         cn::ForecastRequest req;
         int64_t group = 0;
         for (const auto& s : c["series"]) {
@@ -50,15 +54,37 @@ TEST(KronosTokens, IdenticalToTheReferenceForEverySeededCase) {
         cn::kronos::KronosTrace trace;
         cn::kronos::forecast_traced(*model, req, run, out.data(), out.size(), &trace);
         const int64_t S = req.sample_count;
-        ASSERT_EQ(trace.s1.size(), c["series"].size() * S);
-        for (size_t t = 0; t < c["series"].size(); ++t) {
+        EXPECT_EQ(trace.s1.size(), c["series"].size() * S);
+        for (size_t t = 0; t < c["series"].size() && trace.s1.size() == c["series"].size() * S; ++t) {
             for (int64_t s = 0; s < S; ++s) {
-                EXPECT_EQ(trace.s1[t * S + s], c["series"][t]["s1"][s].get<std::vector<int64_t>>()) << "task " << t << " sample " << s;
-                EXPECT_EQ(trace.s2[t * S + s], c["series"][t]["s2"][s].get<std::vector<int64_t>>()) << "task " << t << " sample " << s;
+                const auto r1 = c["series"][t]["s1"][s].get<std::vector<int64_t>>(), r2 = c["series"][t]["s2"][s].get<std::vector<int64_t>>();
+                if (expect_identical) {
+                    EXPECT_EQ(trace.s1[t * S + s], r1) << "task " << t << " sample " << s;
+                    EXPECT_EQ(trace.s2[t * S + s], r2) << "task " << t << " sample " << s;
+                }
+                for (size_t k = 0; k < r1.size() && k < trace.s1[t * S + s].size(); ++k) {
+                    equal += (trace.s1[t * S + s][k] == r1[k]) + (trace.s2[t * S + s][k] == r2[k]);
+                }
                 checked += 2 * req.horizon;
             }
         }
     }
-    std::printf("[ kronos   ] %zu sampled tokens identical to the reference\n", checked);
+    return {equal, checked};
+}
+
+}  // namespace
+
+TEST(KronosTokens, IdenticalToTheReferenceForEverySeededCase) {
+    const auto [equal, checked] = run_cases(CN_MODE_EAGER, true);
+    std::printf("[ kronos   ] eager: %zu of %zu sampled tokens identical to the reference\n", equal, checked);
+    EXPECT_EQ(equal, checked);
     EXPECT_GT(checked, 300u);
+}
+
+// Fused mode (KV cache) computes the same logits up to rounding; a rounding difference can move a draw that
+// sits on a boundary, after which a path diverges. Expect nearly all tokens identical.
+TEST(KronosTokens, CachedDecodingAgreesWithTheReference) {
+    const auto [equal, checked] = run_cases(CN_MODE_FUSED, false);
+    std::printf("[ kronos   ] fused: %zu of %zu sampled tokens identical to the reference\n", equal, checked);
+    EXPECT_GE(static_cast<double>(equal), 0.95 * static_cast<double>(checked));
 }

@@ -18,6 +18,7 @@
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/topk.h>
+#include <ATen/ops/zeros.h>
 
 namespace cn::kronos {
 namespace {
@@ -50,6 +51,15 @@ at::Tensor split_heads(const at::Tensor& x, int64_t heads) {  // [B, L, d] -> [B
 
 at::Tensor merge(const at::Tensor& a) {  // [B, H, L, hd] -> [B, L, d]
     return a.transpose(1, 2).contiguous().view({a.size(0), a.size(2), a.size(1) * a.size(3)});
+}
+
+// RoPE at positions pos0 .. pos0 + L - 1 (the reference's table for a window of length pos0 + L, rows pos0..).
+at::Tensor rope_at(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0) {
+    const int64_t L = x.size(-2);
+    const at::Tensor t = at::arange(pos0, pos0 + L, inv_freq.options().dtype(at::kLong)).to(inv_freq.scalar_type());
+    const at::Tensor freqs = at::outer(t, inv_freq);
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);
+    return x * emb.cos() + rotate_half(x) * emb.sin();
 }
 
 at::Tensor block(const Block& b, const at::Tensor& x_in) {
@@ -114,6 +124,54 @@ at::Tensor decode_s2(const PredictorConfig& cfg, const PredictorWeights& w, cons
     const at::Tensor a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/false);
     const at::Tensor x2 = rms_norm(context + linear(w.dep_o, merge(a)), w.dep_norm);
     return linear(w.proj_s2, x2);
+}
+
+std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
+                                                   const at::Tensor& s2, const at::Tensor& stamp, KronosCache& c,
+                                                   int64_t capacity) {
+    const int64_t N = s1.size(0), Lnew = s1.size(1), pos0 = c.len, end = pos0 + Lnew;
+    const double scale = std::sqrt(static_cast<double>(cfg.d_model));
+    at::Tensor x = linear(w.fusion, at::cat({at::embedding(w.emb_s1, s1) * scale, at::embedding(w.emb_s2, s2) * scale}, -1));
+    const at::Tensor st = stamp.to(at::kLong);
+    x = x + (at::embedding(w.hour, st.select(-1, 1)) + at::embedding(w.weekday, st.select(-1, 2)) +
+             at::embedding(w.day, st.select(-1, 3)) + at::embedding(w.month, st.select(-1, 4)) +
+             at::embedding(w.minute, st.select(-1, 0)));
+    if (c.k.empty()) {
+        const int64_t H = w.blocks.empty() ? 1 : w.blocks[0].heads, hd = cfg.d_model / H, dh = cfg.d_model / w.dep_heads;
+        for (size_t l = 0; l < w.blocks.size(); ++l) {
+            c.k.push_back(at::zeros({N, H, capacity, hd}, x.options()));
+            c.v.push_back(at::zeros({N, H, capacity, hd}, x.options()));
+        }
+        c.dep_k = at::zeros({N, w.dep_heads, capacity, dh}, x.options());
+        c.dep_v = at::zeros({N, w.dep_heads, capacity, dh}, x.options());
+    }
+    for (size_t l = 0; l < w.blocks.size(); ++l) {
+        const Block& b = w.blocks[l];
+        const at::Tensor n = rms_norm(x, b.norm1);
+        const at::Tensor q = rope_at(split_heads(linear(b.q, n), b.heads), b.inv_freq, pos0);
+        c.k[l].narrow(2, pos0, Lnew).copy_(rope_at(split_heads(linear(b.k, n), b.heads), b.inv_freq, pos0));
+        c.v[l].narrow(2, pos0, Lnew).copy_(split_heads(linear(b.v, n), b.heads));
+        // A single new token attends to every cached one (no mask); a prefill is causal from position 0.
+        const at::Tensor a = at::scaled_dot_product_attention(q, c.k[l].narrow(2, 0, end), c.v[l].narrow(2, 0, end), {}, 0.0,
+                                                              /*is_causal=*/Lnew > 1);
+        x = x + linear(b.o, merge(a));
+        const at::Tensor n2 = rms_norm(x, b.norm2);
+        x = x + at::linear(at::silu(at::linear(n2, b.w1)) * at::linear(n2, b.w3), b.w2);
+    }
+    x = rms_norm(x, w.norm);
+    c.dep_k.narrow(2, pos0, Lnew).copy_(split_heads(linear(w.dep_k, x), w.dep_heads));
+    c.dep_v.narrow(2, pos0, Lnew).copy_(split_heads(linear(w.dep_v, x), w.dep_heads));
+    c.len = end;
+    const at::Tensor last = x.narrow(1, Lnew - 1, 1);  // [N, 1, d]
+    return {linear(w.proj_s1, last.squeeze(1)), last};
+}
+
+at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last,
+                            const at::Tensor& s1, const KronosCache& c) {
+    const at::Tensor q = split_heads(linear(w.dep_q, at::embedding(w.emb_s1, s1)), w.dep_heads);  // RoPE of length 1: identity
+    const at::Tensor a = at::scaled_dot_product_attention(q, c.dep_k.narrow(2, 0, c.len), c.dep_v.narrow(2, 0, c.len), {}, 0.0, false);
+    const at::Tensor x2 = rms_norm(context_last + linear(w.dep_o, merge(a)), w.dep_norm);
+    return linear(w.proj_s2, x2.squeeze(1));
 }
 
 at::Tensor sample_from_logits(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen) {

@@ -54,6 +54,25 @@ std::pair<at::Tensor, at::Tensor> decode_s1(const PredictorConfig& cfg, const Pr
 // context [N, L, d], sampled s1 [N, 1] -> s2 logits [N, L, V].
 at::Tensor decode_s2(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context, const at::Tensor& s1);
 
+// KV cache of the predictor for one batch of rows: per layer K (after RoPE) and V [N, H, capacity, hd], and the
+// dependency layer's K and V [N, 4, capacity, hd] (its keys are not rotated: its RoPE table has the query's
+// length 1). Valid while the window does not slide (positions stay fixed); `len` tokens are cached.
+struct KronosCache {
+    std::vector<at::Tensor> k, v;
+    at::Tensor dep_k, dep_v;
+    int64_t len = 0;
+};
+
+// Cached decode_s1 for the rows' next `Lnew` tokens at positions cache.len.. (Lnew = the whole window on the
+// first call, 1 afterwards): appends to the cache and returns (s1 logits of the last token [N, V], its final
+// hidden state [N, 1, d]). Equal to decode_s1's last row up to rounding (GEMM shapes differ).
+std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
+                                                   const at::Tensor& s2, const at::Tensor& stamp, KronosCache& cache,
+                                                   int64_t capacity);
+// Cached decode_s2 for the last token: s2 logits [N, V].
+at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last,
+                            const at::Tensor& s1, const KronosCache& cache);
+
 // The reference's sample_from_logits: logits [N, V] / temperature, then top-k (k > 0; top-p is then NOT
 // applied, as in the reference) or top-p (< 1), softmax, one multinomial draw per row with `gen`. [N, 1] int64.
 at::Tensor sample_from_logits(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen);

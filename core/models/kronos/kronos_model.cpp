@@ -125,6 +125,15 @@ public:
 
     cn_model_kind kind() const override { return CN_MODEL_KIND_KRONOS; }
 
+protected:
+    // eager: the reference's algorithm (every step recomputes the window): bit-identical on CPU.
+    // fused: KV-cached decoding while the window has not slid, last-row heads; equal up to rounding.
+    void apply_mode(cn_mode mode) override {
+        if (mode == CN_MODE_GRAPH) Model::apply_mode(mode);  // UNSUPPORTED: not implemented for Kronos yet
+    }
+
+public:
+
     void fill_info(cn_model_info& info) const override {
         Model::fill_info(info);
         info.context_length = cfg_.pred.max_context;
@@ -334,15 +343,29 @@ private:
         const int64_t N = B * S;
         at::Tensor all1 = at::cat({tok1, at::empty({N, P}, tok1.options())}, 1);
         at::Tensor all2 = at::cat({tok2, at::empty({N, P}, tok2.options())}, 1);
+        // Cached decoding (fused mode) while the window has not slid (its start stays 0, so positions are fixed);
+        // the reference's full recompute otherwise, and always in eager mode.
+        const bool use_cache = mode() == CN_MODE_FUSED;
+        KronosCache cache;
         for (int64_t i = 0; i < P; ++i) {
             run.check();
             const int64_t cur = T0 + i, start = std::max<int64_t>(0, cur - M);
-            const at::Tensor in1 = all1.slice(1, start, cur).contiguous(), in2 = all2.slice(1, start, cur).contiguous();
-            const at::Tensor st = full_stamp.slice(1, start, cur).contiguous();
-            auto [logits1, context] = decode_s1(cfg_.pred, pw_, in1, in2, st);
-            const at::Tensor s1 = sample_from_logits(logits1.select(1, -1), req.temperature, req.top_k, req.top_p, gen);
-            const at::Tensor logits2 = decode_s2(cfg_.pred, pw_, context, s1).select(1, -1);
-            const at::Tensor s2 = sample_from_logits(logits2, req.temperature, req.top_k, req.top_p, gen);
+            at::Tensor s1, s2;
+            if (use_cache && start == 0) {
+                const int64_t from = cache.len;  // tokens [from, cur) are new to the cache
+                auto [logits1, last] = decode_s1_cached(cfg_.pred, pw_, all1.slice(1, from, cur).contiguous(),
+                                                        all2.slice(1, from, cur).contiguous(),
+                                                        full_stamp.slice(1, from, cur).contiguous(), cache, M);
+                s1 = sample_from_logits(logits1, req.temperature, req.top_k, req.top_p, gen);
+                s2 = sample_from_logits(decode_s2_cached(cfg_.pred, pw_, last, s1, cache), req.temperature, req.top_k, req.top_p, gen);
+            } else {
+                const at::Tensor in1 = all1.slice(1, start, cur).contiguous(), in2 = all2.slice(1, start, cur).contiguous();
+                const at::Tensor st = full_stamp.slice(1, start, cur).contiguous();
+                auto [logits1, context] = decode_s1(cfg_.pred, pw_, in1, in2, st);
+                s1 = sample_from_logits(logits1.select(1, -1), req.temperature, req.top_k, req.top_p, gen);
+                const at::Tensor logits2 = decode_s2(cfg_.pred, pw_, context, s1).select(1, -1);
+                s2 = sample_from_logits(logits2, req.temperature, req.top_k, req.top_p, gen);
+            }
             all1.select(1, cur).copy_(s1.squeeze(-1));
             all2.select(1, cur).copy_(s2.squeeze(-1));
             run.advance(1);
