@@ -63,6 +63,33 @@ type ModelInfo struct {
 	Default       bool      `json:"default"`
 }
 
+// LoRASearchRequest is the body of POST /v1/loras/search.
+type LoRASearchRequest struct {
+	Prompt string `json:"prompt"`          // the image request to route; non-empty
+	TopK   *int   `json:"top_k,omitempty"` // candidates to return, 1..100; nil: 5
+}
+
+// LoRASearchResponse is the 200 body of POST /v1/loras/search.
+type LoRASearchResponse struct {
+	Selected   *LoRAMatch      `json:"selected"` // null: no LoRA reaches the catalog's threshold
+	Candidates []LoRACandidate `json:"candidates"`
+}
+
+// LoRAMatch is the selected LoRA.
+type LoRAMatch struct {
+	Name  string  `json:"name"`
+	Score float64 `json:"score"`
+}
+
+// LoRACandidate is one of the best-scoring LoRAs, best first; score is positive_similarity minus the
+// catalog's negative_weight times negative_similarity (cosine similarities with the prompt).
+type LoRACandidate struct {
+	Name               string  `json:"name"`
+	Score              float64 `json:"score"`
+	PositiveSimilarity float64 `json:"positive_similarity"`
+	NegativeSimilarity float64 `json:"negative_similarity"`
+}
+
 // ErrorResponse is the body of every non-200 answer.
 type ErrorResponse struct {
 	Error Error `json:"error"`

@@ -35,7 +35,7 @@ func fromError(err error) *apiError {
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Message: "the request took longer than the server's timeout"}
 	case errors.Is(err, context.Canceled), errors.Is(err, cutenative.ErrCancelled):
 		return &apiError{Status: 499, Code: "cancelled", Message: "the request was cancelled"}
-	case errors.Is(err, errShuttingDown):
+	case errors.Is(err, errShuttingDown), errors.Is(err, cutenative.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the server is shutting down"}
 	}
 	var ce *cutenative.Error

@@ -33,32 +33,41 @@ type limits struct {
 
 // decodeForecast parses and validates a request body (already size-limited by the caller).
 func decodeForecast(body io.Reader, lim limits) (*forecastRequest, error) {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
 	var wire api.ForecastRequest
-	if err := dec.Decode(&wire); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &apiError{Status: http.StatusBadRequest, Code: "body_too_large",
-				Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			if te.Field == "" {
-				return nil, badRequest("the body must be a JSON object, got JSON " + te.Value)
-			}
-			return nil, badRequest(fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value))
-		}
-		return nil, badRequest("malformed JSON: " + err.Error())
-	}
-	if dec.More() {
-		return nil, badRequest("malformed JSON: trailing data after the request object")
+	if err := decodeBody(body, &wire); err != nil {
+		return nil, err
 	}
 	req := &forecastRequest{ForecastRequest: wire}
 	if err := req.validate(lim); err != nil {
 		return nil, err
 	}
 	return req, nil
+}
+
+// decodeBody decodes one JSON object into v: unknown fields, trailing data, wrong types and an oversized
+// body (http.MaxBytesReader) are 400s.
+func decodeBody(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{Status: http.StatusBadRequest, Code: "body_too_large",
+				Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return badRequest("the body must be a JSON object, got JSON " + te.Value)
+			}
+			return badRequest(fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value))
+		}
+		return badRequest("malformed JSON: " + err.Error())
+	}
+	if dec.More() {
+		return badRequest("malformed JSON: trailing data after the request object")
+	}
+	return nil
 }
 
 func (r *forecastRequest) validate(lim limits) error {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cutenative/cutenative/go/lora"
 )
 
 // histogram is a Prometheus histogram with fixed buckets.
@@ -61,6 +63,11 @@ type metrics struct {
 	queueSeconds     *histogram
 	inferenceSeconds *histogram
 	batchSize        *histogram
+
+	loraEmbedSeconds          *histogram
+	loraRouteSeconds          *histogram
+	loraSelected, loraNoMatch atomic.Uint64
+	loras                     func() *lora.Registry // the catalog's stats; nil func or registry: none
 }
 
 func newMetrics() *metrics {
@@ -70,6 +77,8 @@ func newMetrics() *metrics {
 		queueSeconds:     newHistogram(lat...),
 		inferenceSeconds: newHistogram(lat...),
 		batchSize:        newHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+		loraEmbedSeconds: newHistogram(lat...),
+		loraRouteSeconds: newHistogram(0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1),
 	}
 }
 
@@ -103,4 +112,18 @@ func (m *metrics) write(w io.Writer) {
 	m.queueSeconds.write(w, "cutenative_queue_seconds", "Time a forecast job waited in the queue.")
 	m.inferenceSeconds.write(w, "cutenative_inference_seconds", "Duration of one library call (a batch).")
 	m.batchSize.write(w, "cutenative_batch_series", "Series per library call.")
+	fmt.Fprintf(w, "# HELP cutenative_lora_searches_total LoRA searches answered, by whether a LoRA was selected.\n# TYPE cutenative_lora_searches_total counter\n")
+	fmt.Fprintf(w, "cutenative_lora_searches_total{selected=\"false\"} %d\ncutenative_lora_searches_total{selected=\"true\"} %d\n",
+		m.loraNoMatch.Load(), m.loraSelected.Load())
+	m.loraEmbedSeconds.write(w, "cutenative_lora_embed_seconds", "Time to embed a LoRA search prompt.")
+	m.loraRouteSeconds.write(w, "cutenative_lora_route_seconds", "Time to score the LoRA catalog for an embedded prompt.")
+	var st lora.RegistryStats
+	if m.loras != nil {
+		if reg := m.loras(); reg != nil {
+			st = reg.Stats()
+		}
+	}
+	fmt.Fprintf(w, "# HELP cutenative_lora_catalog_entries LoRAs in the catalog in service.\n# TYPE cutenative_lora_catalog_entries gauge\ncutenative_lora_catalog_entries %d\n", st.Entries)
+	fmt.Fprintf(w, "# HELP cutenative_lora_catalog_loads_total Catalog loads, by outcome (a failed reload keeps the previous catalog).\n# TYPE cutenative_lora_catalog_loads_total counter\n")
+	fmt.Fprintf(w, "cutenative_lora_catalog_loads_total{outcome=\"error\"} %d\ncutenative_lora_catalog_loads_total{outcome=\"ok\"} %d\n", st.Failures, st.Reloads)
 }

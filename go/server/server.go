@@ -7,7 +7,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
+	"github.com/cutenative/cutenative/go/lora"
 )
 
 //go:embed openapi.json
@@ -34,6 +37,12 @@ type Config struct {
 	Timeout      time.Duration // per-request limit (default 30 s)
 	MaxSeries    int           // series per request (default 1024)
 	MaxSeriesLen int           // values per series (default 100000)
+
+	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
+	LoRACatalog string        // catalog file (go/lora format); reload with LoRAs().Reload / Watch
+	EmbedModel  string        // sentence-embedding model directory, required with LoRACatalog
+	Embedder    lora.Embedder // optional: used instead of a model opened from EmbedModel
+	Logger      *slog.Logger  // catalog (re)load messages; nil: slog.Default()
 }
 
 func (c *Config) defaults() {
@@ -78,6 +87,12 @@ type Server struct {
 	mu     sync.RWMutex
 	models map[string]*loadedModel
 	state  atomic.Int32 // stateLoading, stateReady, stateDraining
+
+	loras       atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
+	loraEmb     lora.Embedder
+	embedModel  *cutenative.Model // opened from cfg.EmbedModel; closed by Close
+	loraSlots   chan struct{}     // embeddings running at once
+	loraWaiting atomic.Int64      // searches admitted (running or waiting for a slot)
 }
 
 const (
@@ -103,7 +118,15 @@ func New(cfg Config) (*Server, error) {
 	if _, ok := cfg.Models[cfg.DefaultModel]; !ok {
 		return nil, fmt.Errorf("server: default model %q is not configured", cfg.DefaultModel)
 	}
-	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*loadedModel{}}
+	if cfg.LoRACatalog != "" && cfg.EmbedModel == "" && cfg.Embedder == nil {
+		return nil, errors.New("server: a LoRA catalog needs a sentence-embedding model (EmbedModel)")
+	}
+	if cfg.LoRACatalog == "" && (cfg.EmbedModel != "" || cfg.Embedder != nil) {
+		return nil, errors.New("server: an embedding model is only used with a LoRA catalog (LoRACatalog)")
+	}
+	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*loadedModel{},
+		loraSlots: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	s.metrics.loras = s.LoRAs
 	for _, k := range cfg.APIKeys {
 		if k == "" {
 			return nil, errors.New("server: empty API key")
@@ -137,6 +160,12 @@ func (s *Server) Load() error {
 		s.models[name] = lm
 		s.mu.Unlock()
 	}
+	if s.cfg.LoRACatalog != "" {
+		if err := s.loadLoRAs(context.Background()); err != nil {
+			s.Close()
+			return fmt.Errorf("LoRA catalog: %w", err)
+		}
+	}
 	s.state.Store(stateReady)
 	return nil
 }
@@ -155,6 +184,10 @@ func (s *Server) Close() {
 		m.batcher.close()
 		m.model.Close()
 	}
+	s.loras.Store(nil) // searches in flight finish (or get 503 from the closed model)
+	if s.embedModel != nil {
+		s.embedModel.Close()
+	}
 }
 
 type route struct {
@@ -168,6 +201,7 @@ func (s *Server) routes() []route {
 	return []route{
 		{"POST", "/v1/forecast", s.authed("forecast", s.handleForecast)},
 		{"GET", "/v1/models", s.authed("models", s.handleModels)},
+		{"POST", "/v1/loras/search", s.authed("lora_search", s.handleLoRASearch)},
 		{"GET", "/livez", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},

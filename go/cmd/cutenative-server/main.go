@@ -20,6 +20,12 @@
 //	-queue          CUTENATIVE_QUEUE              256                 jobs per model before 429
 //	-timeout        CUTENATIVE_TIMEOUT            30s                 per request
 //	-max-series     CUTENATIVE_MAX_SERIES         1024                per request
+//	-lora-catalog   CUTENATIVE_LORA_CATALOG       (none)              LoRA catalog: enables POST /v1/loras/search
+//	-embed-model    CUTENATIVE_EMBED_MODEL        (none)              sentence-embedding model dir (needed by -lora-catalog)
+//	-lora-poll      CUTENATIVE_LORA_POLL          1s                  catalog file check interval; 0 disables
+//
+// The LoRA catalog is reloaded (re-read and re-embedded, swapped in only when that succeeds) when its
+// file changes (modification time or size, checked every -lora-poll) and on SIGHUP.
 package main
 
 import (
@@ -148,18 +154,74 @@ func main() {
 	queue := flag.Int("queue", envInt("CUTENATIVE_QUEUE", 256), "requests waiting per model before 429")
 	timeout := flag.Duration("timeout", envDuration("CUTENATIVE_TIMEOUT", 30*time.Second), "per-request time limit")
 	maxSeries := flag.Int("max-series", envInt("CUTENATIVE_MAX_SERIES", 1024), "series per request")
+	var lo loraOptions
+	flag.StringVar(&lo.catalog, "lora-catalog", env("CUTENATIVE_LORA_CATALOG", ""), "LoRA catalog file (enables POST /v1/loras/search; needs -embed-model)")
+	flag.StringVar(&lo.embedModel, "embed-model", env("CUTENATIVE_EMBED_MODEL", ""), "sentence-embedding model directory (e.g. all-MiniLM-L6-v2) for -lora-catalog")
+	flag.DurationVar(&lo.poll, "lora-poll", envDuration("CUTENATIVE_LORA_POLL", time.Second), "how often the catalog file is checked for changes (0: never; SIGHUP reloads)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := lo.check(); err != nil {
+		log.Error("cutenative-server", "error", err)
+		os.Exit(2)
+	}
 	if err := run(log, *listen, *models, *defModel, *device, *dtype, *mode, *threads, *keysFile, *maxBody, *maxBatch,
-		*maxWait, *queue, *timeout, *maxSeries); err != nil {
+		*maxWait, *queue, *timeout, *maxSeries, lo); err != nil {
 		log.Error("cutenative-server", "error", err)
 		os.Exit(1)
 	}
 }
 
+// loraOptions are the LoRA search flags.
+type loraOptions struct {
+	catalog, embedModel string
+	poll                time.Duration
+}
+
+// check rejects half a configuration before anything is loaded.
+func (o loraOptions) check() error {
+	switch {
+	case o.catalog != "" && o.embedModel == "":
+		return errors.New("-lora-catalog needs -embed-model: the sentence-embedding model (e.g. all-MiniLM-L6-v2) that embeds the catalog and the prompts")
+	case o.catalog == "" && o.embedModel != "":
+		return errors.New("-embed-model is only used with -lora-catalog (LoRA search); give both or neither")
+	case o.poll < 0:
+		return errors.New("-lora-poll: must be >= 0")
+	}
+	return nil
+}
+
+// serveLoRAReloads reloads the catalog on SIGHUP and, when poll > 0, when its file changes, until ctx
+// is done. A failed reload is logged by the registry and keeps the catalog in service.
+func serveLoRAReloads(ctx context.Context, log *slog.Logger, srv *server.Server, poll time.Duration) {
+	reg := srv.LoRAs()
+	if reg == nil {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the LoRA catalog", "path", reg.Path())
+				_ = reg.Reload(ctx)
+			}
+		}
+	}()
+	if poll > 0 {
+		go reg.Watch(ctx, poll)
+	}
+}
+
 func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string, threads int, keysFile string,
-	maxBody, maxBatch int, maxWait time.Duration, queue int, timeout time.Duration, maxSeries int) error {
+	maxBody, maxBatch int, maxWait time.Duration, queue int, timeout time.Duration, maxSeries int, lo loraOptions) error {
+	if err := lo.check(); err != nil {
+		return err
+	}
 	dirs, err := parseModels(models)
 	if err != nil {
 		return err
@@ -182,7 +244,7 @@ func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string,
 	srv, err := server.New(server.Config{Models: dirs, DefaultModel: defModel, APIKeys: keys,
 		Open:         cutenative.Options{Device: device, DType: dtype, Mode: mode, Threads: threads},
 		MaxBodyBytes: int64(maxBody), MaxBatch: maxBatch, MaxWait: maxWait, QueueSize: queue, Timeout: timeout,
-		MaxSeries: maxSeries})
+		MaxSeries: maxSeries, LoRACatalog: lo.catalog, EmbedModel: lo.embedModel, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -192,11 +254,14 @@ func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string,
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.ListenAndServe() }() // liveness answers while models load
 	log.Info("listening", "addr", listen, "models", dirs, "device", device, "dtype", dtype, "auth", len(keys) > 0,
-		"library", cutenative.BuildInfo())
+		"library", cutenative.BuildInfo(), "lora_catalog", lo.catalog, "embed_model", lo.embedModel)
 	if err := srv.Load(); err != nil {
 		_ = httpSrv.Close()
 		return err
 	}
+	reloadCtx, stopReloads := context.WithCancel(context.Background())
+	defer stopReloads()
+	serveLoRAReloads(reloadCtx, log, srv, lo.poll)
 	log.Info("ready")
 
 	stop := make(chan os.Signal, 1)
@@ -214,6 +279,7 @@ func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string,
 	// Graceful shutdown: readyz goes 503, new connections are refused, in-flight requests finish,
 	// then queued work ends and the models are freed.
 	srv.Drain()
+	stopReloads()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
 	defer cancel()
 	err = httpSrv.Shutdown(ctx)

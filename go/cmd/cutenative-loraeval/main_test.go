@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestEvaluate(t *testing.T) {
+	prompts := []Prompt{
+		{Label: "a", KeywordFree: true}, {Label: "a"}, {Label: "none", KeywordFree: true}, {Label: "none"}, {Label: "b", KeywordFree: true},
+	}
+	tops := []Top{{"a", 0.9}, {"b", 0.5}, {"a", 0.1}, {"b", 0.6}, {"b", 0.2}}
+	m := evaluate(prompts, tops, 0.3)
+	// predictions: a, b, none, b, none
+	want := Metrics{N: 5, Correct: 2, PredNone: 2, LabelNone: 2, BothNone: 1, KFN: 3, KFCorrect: 2, KFStyleN: 2, KFStyleRight: 1}
+	if m != want {
+		t.Fatalf("metrics %+v, want %+v", m, want)
+	}
+	if predict(Top{"", 5}, 0) != "none" || predict(Top{"a", 0.3}, 0.3) != "a" {
+		t.Fatal("predict")
+	}
+}
+
+// tune picks the best dev accuracy, then the middle of the widest optimal plateau, then the smaller param.
+func TestTune(t *testing.T) {
+	dev := []Prompt{{Label: "a"}, {Label: "none"}, {Label: "a"}, {Label: "none"}}
+	byParam := map[float64][]Top{
+		// param 0: the best accuracy (1.0) for thresholds in (0.5, 0.8]: 3 grid points 0.6, 0.7, 0.8
+		0: {{"a", 0.9}, {"a", 0.5}, {"a", 0.8}, {"a", 0.3}},
+		// param 1: 1.0 only for threshold 0.4: a narrower plateau
+		1: {{"a", 0.45}, {"a", 0.35}, {"a", 0.9}, {"a", 0.1}},
+	}
+	grid := steps(0, 1, 0.1)
+	ch := tune(dev, []Grid{{1, grid}, {0, grid}}, func(p float64) []Top { return byParam[p] })
+	if ch.Param != 0 || ch.Threshold != 0.7 || ch.DevAccuracy != 1 || ch.RunLength != 3 {
+		t.Fatalf("choice %+v", ch)
+	}
+	// Equal plateaus: the smaller param.
+	byParam[1] = byParam[0]
+	ch = tune(dev, []Grid{{1, grid}, {0, grid}}, func(p float64) []Top { return byParam[p] })
+	if ch.Param != 0 {
+		t.Fatalf("tie: %+v", ch)
+	}
+	if s := steps(0, 0.3, 0.1); len(s) != 4 || s[3] != 0.3 {
+		t.Fatalf("steps %v", s)
+	}
+}
+
+func TestStatistics(t *testing.T) {
+	if p := mcnemar(0, 0); p != 1 {
+		t.Fatal(p)
+	}
+	// b=0, c=6: two-sided p = 2 * 0.5^6.
+	if p := mcnemar(0, 6); math.Abs(p-2*math.Pow(0.5, 6)) > 1e-12 {
+		t.Fatal(p)
+	}
+	if p := mcnemar(5, 5); p != 1 {
+		t.Fatal(p)
+	}
+	lo, hi := wilson(50, 100)
+	if math.Abs(lo-0.4038) > 1e-3 || math.Abs(hi-0.5962) > 1e-3 {
+		t.Fatal(lo, hi)
+	}
+}
+
+// Without a model: the keyword and BM25 rows over the shipped files.
+func TestRunBaselines(t *testing.T) {
+	var out bytes.Buffer
+	err := run(&out, "", filepath.Join("..", "..", "lora", "catalogs", "default.json"),
+		filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl"), "cpu", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Dev: 141 prompts (29 none). Test: 264 prompts", "| keyword (triggers) |", "| BM25 (k1=1.2, b=0.75) |",
+		"Test top-1 by label:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,331 @@
+package lora
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Defaults of a catalog file's optional fields. Both were tuned on the dev split of the labelled prompt
+// set (testdata/prompts.jsonl) with all-MiniLM-L6-v2 and the default catalog; see docs/lora_routing.md.
+const (
+	DefaultNegativeWeight = 0.35
+	DefaultThreshold      = 0.235
+)
+
+// Limits bound what a catalog file may hold (hostile or runaway files fail cleanly).
+type Limits struct {
+	MaxFileBytes    int64 // the whole file
+	MaxEntries      int
+	MaxNameBytes    int
+	MaxPathBytes    int
+	MaxTextBytes    int // each positive / negative description
+	MaxTriggers     int // per entry
+	MaxTriggerBytes int
+	MaxDepth        int // JSON nesting
+}
+
+// DefaultLimits are the limits ParseCatalog and LoadCatalog apply.
+var DefaultLimits = Limits{
+	MaxFileBytes:    64 << 20,
+	MaxEntries:      100_000,
+	MaxNameBytes:    128,
+	MaxPathBytes:    4096,
+	MaxTextBytes:    16 << 10,
+	MaxTriggers:     64,
+	MaxTriggerBytes: 128,
+	MaxDepth:        8,
+}
+
+// Entry is one LoRA adapter of a catalog.
+type Entry struct {
+	Name     string   // unique, non-empty; what the router answers with
+	Path     string   // the adapter file, as written in the catalog (never exposed by the server)
+	Scale    float64  // the strength to apply it with
+	Positive string   // what the style is for (embedded once at load)
+	Negative string   // what it must not be used for; "" means no negative
+	Triggers []string // literal keywords (used by the keyword baseline, not by the router)
+}
+
+// Catalog is a validated catalog file.
+type Catalog struct {
+	NegativeWeight float64 // w in score = cos(q, positive) - w*cos(q, negative); >= 0
+	Threshold      float64 // the top score must reach it for a LoRA to be selected
+	Entries        []Entry
+}
+
+// wire types: pointers tell "absent" from zero; unknown fields are rejected by the decoder.
+type wireCatalog struct {
+	NegativeWeight *float64    `json:"negative_weight"`
+	Threshold      *float64    `json:"threshold"`
+	LoRAs          []wireEntry `json:"loras"`
+}
+
+type wireEntry struct {
+	Name     *string  `json:"name"`
+	Path     *string  `json:"path"`
+	Scale    *float64 `json:"scale"`
+	Positive *string  `json:"positive"`
+	Negative *string  `json:"negative"`
+	Triggers []string `json:"triggers"`
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidCatalog, fmt.Sprintf(format, args...))
+}
+
+// LoadCatalog reads and validates a catalog file.
+func LoadCatalog(path string) (*Catalog, error) {
+	return loadCatalog(path, DefaultLimits)
+}
+
+func loadCatalog(path string, lim Limits) (*Catalog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("lora: catalog: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, lim.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("lora: catalog %s: %w", path, err)
+	}
+	if int64(len(data)) > lim.MaxFileBytes {
+		return nil, fmt.Errorf("%w: %s: larger than %d bytes", ErrInvalidCatalog, path, lim.MaxFileBytes)
+	}
+	c, err := parseCatalog(data, lim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseCatalog decodes and validates a catalog document:
+//
+//	{"negative_weight": w, "threshold": t,
+//	 "loras": [{"name", "path", "scale", "positive", "negative", "triggers": [...]}, ...]}
+//
+// negative_weight (default DefaultNegativeWeight) and threshold (default DefaultThreshold) are optional,
+// as are negative and triggers; name, path, scale and positive are required. Unknown fields, duplicate
+// keys, trailing data, duplicate or empty names, non-finite numbers, a negative weight below 0, empty
+// positives, NUL characters and anything beyond DefaultLimits are rejected with ErrInvalidCatalog.
+func ParseCatalog(data []byte) (*Catalog, error) {
+	return parseCatalog(data, DefaultLimits)
+}
+
+func parseCatalog(data []byte, lim Limits) (*Catalog, error) {
+	if int64(len(data)) > lim.MaxFileBytes {
+		return nil, invalid("larger than %d bytes", lim.MaxFileBytes)
+	}
+	if !utf8.Valid(data) {
+		return nil, invalid("not valid UTF-8")
+	}
+	if err := checkStructure(data, lim.MaxDepth); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var w wireCatalog
+	if err := dec.Decode(&w); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return nil, invalid("the document must be a JSON object, got JSON %s", te.Value)
+			}
+			return nil, invalid("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		return nil, invalid("%v", err)
+	}
+	c := &Catalog{NegativeWeight: DefaultNegativeWeight, Threshold: DefaultThreshold}
+	if w.NegativeWeight != nil {
+		c.NegativeWeight = *w.NegativeWeight
+	}
+	if w.Threshold != nil {
+		c.Threshold = *w.Threshold
+	}
+	if len(w.LoRAs) > lim.MaxEntries { // before copying anything
+		return nil, invalid("loras: %d entries exceed the limit of %d", len(w.LoRAs), lim.MaxEntries)
+	}
+	c.Entries = make([]Entry, len(w.LoRAs))
+	for i, we := range w.LoRAs {
+		for _, f := range []struct {
+			name string
+			ok   bool
+		}{{"name", we.Name != nil}, {"path", we.Path != nil}, {"scale", we.Scale != nil}, {"positive", we.Positive != nil}} {
+			if !f.ok {
+				return nil, invalid("loras[%d].%s: required", i, f.name)
+			}
+		}
+		e := Entry{Name: *we.Name, Path: *we.Path, Scale: *we.Scale, Positive: *we.Positive, Triggers: we.Triggers}
+		if we.Negative != nil {
+			e.Negative = *we.Negative
+		}
+		c.Entries[i] = e
+	}
+	if err := c.validate(lim); err != nil {
+		return nil, err
+	}
+	for i := range c.Entries {
+		if strings.TrimSpace(c.Entries[i].Negative) == "" {
+			c.Entries[i].Negative = ""
+		}
+	}
+	return c, nil
+}
+
+// Validate checks a catalog built in code against the rules ParseCatalog applies (with DefaultLimits).
+func (c *Catalog) Validate() error { return c.validate(DefaultLimits) }
+
+func (c *Catalog) validate(lim Limits) error {
+	if !finite(c.NegativeWeight) || c.NegativeWeight < 0 {
+		return invalid("negative_weight: must be a finite number >= 0, got %v", c.NegativeWeight)
+	}
+	if !finite(c.Threshold) {
+		return invalid("threshold: must be finite")
+	}
+	if len(c.Entries) == 0 {
+		return invalid("loras: at least one entry is required")
+	}
+	if len(c.Entries) > lim.MaxEntries {
+		return invalid("loras: %d entries exceed the limit of %d", len(c.Entries), lim.MaxEntries)
+	}
+	seen := make(map[string]int, len(c.Entries))
+	for i, e := range c.Entries {
+		at := fmt.Sprintf("loras[%d]", i)
+		if e.Name == "" {
+			return invalid("%s.name: required and non-empty", at)
+		}
+		at = fmt.Sprintf("loras[%d] (%q)", i, e.Name)
+		if err := checkName(e.Name, lim.MaxNameBytes); err != nil {
+			return invalid("%s.name: %s", at, err)
+		}
+		if j, dup := seen[e.Name]; dup {
+			return invalid("%s.name: duplicate of loras[%d]", at, j)
+		}
+		seen[e.Name] = i
+		if strings.TrimSpace(e.Path) == "" {
+			return invalid("%s.path: required and non-empty", at)
+		}
+		if err := checkText(e.Path, lim.MaxPathBytes); err != nil {
+			return invalid("%s.path: %s", at, err)
+		}
+		if !finite(e.Scale) {
+			return invalid("%s.scale: must be finite", at)
+		}
+		if strings.TrimSpace(e.Positive) == "" {
+			return invalid("%s.positive: required and non-empty", at)
+		}
+		if err := checkText(e.Positive, lim.MaxTextBytes); err != nil {
+			return invalid("%s.positive: %s", at, err)
+		}
+		if err := checkText(e.Negative, lim.MaxTextBytes); err != nil {
+			return invalid("%s.negative: %s", at, err)
+		}
+		if len(e.Triggers) > lim.MaxTriggers {
+			return invalid("%s.triggers: %d exceed the limit of %d", at, len(e.Triggers), lim.MaxTriggers)
+		}
+		for k, t := range e.Triggers {
+			if strings.TrimSpace(t) == "" {
+				return invalid("%s.triggers[%d]: empty", at, k)
+			}
+			if err := checkText(t, lim.MaxTriggerBytes); err != nil {
+				return invalid("%s.triggers[%d]: %s", at, k, err)
+			}
+		}
+	}
+	return nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+func checkText(s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("%d bytes exceed the limit of %d", len(s), max)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return errors.New("contains a NUL character")
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("not valid UTF-8")
+	}
+	return nil
+}
+
+func checkName(s string, max int) error {
+	if err := checkText(s, max); err != nil {
+		return err
+	}
+	if strings.TrimSpace(s) != s {
+		return errors.New("leading or trailing white space")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return errors.New("contains a control character")
+		}
+	}
+	return nil
+}
+
+// checkStructure walks the document's tokens: it rejects duplicate object keys (encoding/json keeps the
+// last one silently), nesting deeper than maxDepth and trailing data after the top-level value.
+func checkStructure(data []byte, maxDepth int) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	type frame struct {
+		object bool
+		keys   map[string]struct{}
+		key    bool // in an object: the next token is a key or '}'
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			if len(stack) != 0 {
+				return invalid("malformed JSON: unexpected end of document")
+			}
+			return nil
+		}
+		if err != nil {
+			return invalid("malformed JSON: %v", err)
+		}
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].key {
+			if k, ok := tok.(string); ok {
+				top := stack[n-1]
+				if _, dup := top.keys[k]; dup {
+					return invalid("duplicate key %q", k)
+				}
+				top.keys[k] = struct{}{}
+				top.key = false
+				continue
+			}
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if len(stack) >= maxDepth {
+					return invalid("JSON nested deeper than %d levels", maxDepth)
+				}
+				stack = append(stack, &frame{object: d == '{', keys: map[string]struct{}{}, key: d == '{'})
+				continue
+			default: // '}' or ']'
+				stack = stack[:len(stack)-1]
+			}
+		}
+		// A whole value (a scalar or a closed container) was consumed.
+		if len(stack) == 0 {
+			if dec.More() {
+				return invalid("malformed JSON: trailing data after the catalog object")
+			}
+			continue
+		}
+		if top := stack[len(stack)-1]; top.object {
+			top.key = true
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package lora
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Registry serves the current Router of a catalog file and replaces it on Reload. Searches load the
+// router through an atomic pointer, so a reload (which re-reads and re-embeds the whole file) never
+// blocks or drops them: requests in flight finish on the router they started with. A reload that fails
+// keeps the previous router. Safe for concurrent use.
+type Registry struct {
+	path string
+	emb  Embedder
+	log  *slog.Logger
+	cur  atomic.Pointer[Router]
+
+	mu   sync.Mutex // serialises reloads
+	seen fileStamp  // the file version last read, successfully or not (guarded by mu)
+
+	reloads, failures atomic.Uint64
+	lastErr           atomic.Pointer[string]
+	loadedAt          atomic.Pointer[time.Time]
+}
+
+// fileStamp identifies a version of a file well enough to notice edits (what Watch compares).
+type fileStamp struct {
+	modTime int64
+	size    int64
+}
+
+func stampOf(fi os.FileInfo) fileStamp { return fileStamp{fi.ModTime().UnixNano(), fi.Size()} }
+
+// RegistryStats is what the server exports as metrics.
+type RegistryStats struct {
+	Path      string
+	Entries   int       // in the current catalog
+	LoadedAt  time.Time // when the current catalog was loaded
+	Reloads   uint64    // successful loads, the first included
+	Failures  uint64    // failed reloads (the previous catalog stayed)
+	LastError string    // of the latest failed reload; "" after a success
+}
+
+// NewRegistry loads the catalog at path and embeds it with emb; the first load must succeed. log may be
+// nil (slog.Default()).
+func NewRegistry(ctx context.Context, path string, emb Embedder, log *slog.Logger) (*Registry, error) {
+	if emb == nil {
+		return nil, errors.New("lora: no embedder")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &Registry{path: path, emb: emb, log: log}
+	if err := g.load(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Router returns the current router (never nil).
+func (g *Registry) Router() *Router { return g.cur.Load() }
+
+// Search searches the current catalog.
+func (g *Registry) Search(ctx context.Context, prompt string, topK int) (*Result, error) {
+	return g.Router().Search(ctx, prompt, topK)
+}
+
+// Path is the catalog file.
+func (g *Registry) Path() string { return g.path }
+
+// Stats reports the current catalog and the reloads so far.
+func (g *Registry) Stats() RegistryStats {
+	s := RegistryStats{Path: g.path, Reloads: g.reloads.Load(), Failures: g.failures.Load()}
+	if r := g.cur.Load(); r != nil {
+		s.Entries = r.Len()
+	}
+	if t := g.loadedAt.Load(); t != nil {
+		s.LoadedAt = *t
+	}
+	if e := g.lastErr.Load(); e != nil {
+		s.LastError = *e
+	}
+	return s
+}
+
+// Reload re-reads and re-embeds the catalog file and swaps the router in when that succeeds. On error
+// the previous router stays in service; the error is logged and returned.
+func (g *Registry) Reload(ctx context.Context) error {
+	err := g.load(ctx)
+	if err != nil {
+		g.log.Error("lora catalog: reload failed, keeping the previous catalog", "path", g.path, "error", err)
+	}
+	return err
+}
+
+func (g *Registry) load(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	start := time.Now()
+	fi, err := os.Stat(g.path) // before reading: an edit racing with the read shows as a new stamp later
+	if err == nil {
+		g.seen = stampOf(fi)
+	}
+	var r *Router
+	if err == nil {
+		var cat *Catalog
+		if cat, err = LoadCatalog(g.path); err == nil {
+			r, err = NewRouter(ctx, cat, g.emb)
+		}
+	}
+	if err != nil {
+		if g.cur.Load() != nil {
+			g.failures.Add(1)
+			msg := err.Error()
+			g.lastErr.Store(&msg)
+		}
+		return err
+	}
+	g.cur.Store(r)
+	g.reloads.Add(1)
+	now := time.Now()
+	g.loadedAt.Store(&now)
+	g.lastErr.Store(nil)
+	g.log.Info("lora catalog: loaded", "path", g.path, "entries", r.Len(), "dim", r.Dim(),
+		"negative_weight", r.cat.NegativeWeight, "threshold", r.cat.Threshold, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Watch polls the file's modification time and size every interval (1 s when interval <= 0) and
+// reloads when they change, until ctx is done. A file that fails to load is not retried until it
+// changes again; a missing file (e.g. mid-replacement) is logged once and waited out.
+func (g *Registry) Watch(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	missing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		fi, err := os.Stat(g.path)
+		if err != nil {
+			if !missing {
+				g.log.Warn("lora catalog: cannot stat the file, keeping the current catalog", "path", g.path, "error", err)
+			}
+			missing = true
+			continue
+		}
+		missing = false
+		g.mu.Lock()
+		changed := stampOf(fi) != g.seen
+		g.mu.Unlock()
+		if changed {
+			_ = g.Reload(ctx) // logged
+		}
+	}
+}
