@@ -11,7 +11,8 @@ do not depend on weight values). Workloads (seeded random-walk candles, 5-minute
   (a) B=2, context 64, 16 steps (the seeds' workload)  (b) B=1, context 512, 64 steps  (c) B=32, context 256, 16 steps
 sample_count 1, T=1.0, top_p 0.9, top_k 0, max_context 512. Rows: reference (KronosPredictor.predict_batch,
 eval mode), cutenative eager (the reference's algorithm), cutenative fused (KV cache while the window has not
-slid; in (b) the window slides from the second step, so fused falls back to the full recompute there).
+slid; in (b) the window slides from the second step, so fused falls back to the full recompute there),
+cutenative graph (the cached decode step replayed from a CUDA graph; same fallback).
 Timing: 2 warm-up calls, median of N timed calls (wall clock, torch.cuda.synchronize on both sides),
 torch.manual_seed / the run options' seed set to the same value before every call. Agreement: share of the
 sampled mean-path values equal to the reference's within 1e-4 relative (CUDA draws use the same Philox
@@ -129,7 +130,8 @@ def main():
     tok.save_pretrained(os.path.join(d, "tokenizer"))
     n_params = sum(p.numel() for p in mdl.parameters())
     pred = KronosPredictor(mdl, tok, device=dev, max_context=512)
-    rows = [("reference", None), ("cutenative eager", 0), ("cutenative fused (KV cache)", 2)]
+    rows = [("reference", None), ("cutenative eager", 0), ("cutenative fused (KV cache)", 2),
+            ("cutenative graph (KV cache + CUDA graphs)", 1)]
     cns = {m: Cn(args.lib, d, dev, m) for _, m in rows if m is not None}
 
     rng = np.random.default_rng(5)

@@ -64,6 +64,7 @@ GraphCache::Entry& GraphCache::capture(const Key& key) {
 
     // Warm up on a side stream (cuBLAS handles, workspaces), then capture there.
     c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+    c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();  // the static inputs were filled on it
     {
         c10::cuda::CUDAStreamGuard guard(stream);
         for (int i = 0; i < 2; ++i) fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);

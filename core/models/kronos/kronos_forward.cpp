@@ -176,6 +176,48 @@ at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& 
     return linear(w.proj_s2, x2.squeeze(1));
 }
 
+void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
+                        int64_t top_k, double top_p, at::Generator& gen) {
+    KronosCache& c = st.cache;
+    const double scale = std::sqrt(static_cast<double>(cfg.d_model));
+    const at::Tensor t1 = st.hist1.index_select(1, st.pos), t2 = st.hist2.index_select(1, st.pos);  // [N, 1]
+    const at::Tensor stamp = st.stamps.index_select(1, st.pos).to(at::kLong);                          // [N, 1, 5]
+    at::Tensor x = linear(w.fusion, at::cat({at::embedding(w.emb_s1, t1) * scale, at::embedding(w.emb_s2, t2) * scale}, -1));
+    x = x + (at::embedding(w.hour, stamp.select(-1, 1)) + at::embedding(w.weekday, stamp.select(-1, 2)) +
+             at::embedding(w.day, stamp.select(-1, 3)) + at::embedding(w.month, stamp.select(-1, 4)) +
+             at::embedding(w.minute, stamp.select(-1, 0)));
+    const at::Tensor mask = (st.positions <= st.pos).view({1, 1, 1, -1});
+    const at::Tensor tpos = st.pos.to(at::kFloat);
+    auto rope_pos = [&](const at::Tensor& v, const at::Tensor& inv) {
+        const at::Tensor freqs = at::outer(tpos, inv);
+        const at::Tensor emb = at::cat({freqs, freqs}, -1);
+        return v * emb.cos() + rotate_half(v) * emb.sin();
+    };
+    for (size_t l = 0; l < w.blocks.size(); ++l) {
+        const Block& b = w.blocks[l];
+        const at::Tensor n = rms_norm(x, b.norm1);
+        const at::Tensor q = rope_pos(split_heads(linear(b.q, n), b.heads), b.inv_freq);
+        c.k[l].index_copy_(2, st.pos, rope_pos(split_heads(linear(b.k, n), b.heads), b.inv_freq));
+        c.v[l].index_copy_(2, st.pos, split_heads(linear(b.v, n), b.heads));
+        const at::Tensor a = at::scaled_dot_product_attention(q, c.k[l], c.v[l], mask, 0.0, false);
+        x = x + linear(b.o, merge(a));
+        const at::Tensor n2 = rms_norm(x, b.norm2);
+        x = x + at::linear(at::silu(at::linear(n2, b.w1)) * at::linear(n2, b.w3), b.w2);
+    }
+    x = rms_norm(x, w.norm);
+    c.dep_k.index_copy_(2, st.pos, split_heads(linear(w.dep_k, x), w.dep_heads));
+    c.dep_v.index_copy_(2, st.pos, split_heads(linear(w.dep_v, x), w.dep_heads));
+    const at::Tensor s1 = sample_from_logits(linear(w.proj_s1, x.squeeze(1)), temperature, top_k, top_p, gen);
+    const at::Tensor q2 = split_heads(linear(w.dep_q, at::embedding(w.emb_s1, s1)), w.dep_heads);
+    const at::Tensor a2 = at::scaled_dot_product_attention(q2, c.dep_k, c.dep_v, mask, 0.0, false);
+    const at::Tensor x2 = rms_norm(x + linear(w.dep_o, merge(a2)), w.dep_norm);
+    const at::Tensor s2 = sample_from_logits(linear(w.proj_s2, x2.squeeze(1)), temperature, top_k, top_p, gen);
+    const at::Tensor next = st.pos + 1;
+    st.hist1.index_copy_(1, next, s1);
+    st.hist2.index_copy_(1, next, s2);
+    st.pos.add_(1);
+}
+
 at::Tensor sample_from_logits(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen) {
     at::Tensor logits = logits_in / temperature;
     const double inf = std::numeric_limits<double>::infinity();

@@ -73,6 +73,21 @@ std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, c
 at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last,
                             const at::Tensor& s1, const KronosCache& cache);
 
+// The state of graph-capturable decoding for one batch shape: the cache (capacity M rows), the token history
+// [N, M + 1] (position p holds the token at p), the stamps per position [N, M, 5], the position of the next step's
+// input token (a device scalar) and arange(M) for the attention mask.
+struct KronosStepState {
+    KronosCache cache;
+    at::Tensor hist1, hist2, stamps, pos, positions;
+};
+
+// One cached decode step that reads and writes only `st` (nothing the host needs to know): embeds the token at
+// pos, attends over the cache rows <= pos (a mask over all M rows: static shapes), samples s1 and s2 with
+// `gen` and writes them at pos + 1, then advances pos. Suitable for CUDA-graph capture. Equal to the cached
+// step up to rounding (masked attention over M rows instead of attention over pos + 1 rows).
+void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
+                        int64_t top_k, double top_p, at::Generator& gen);
+
 // The reference's sample_from_logits: logits [N, V] / temperature, then top-k (k > 0; top-p is then NOT
 // applied, as in the reference) or top-p (< 1), softmax, one multinomial draw per row with `gen`. [N, 1] int64.
 at::Tensor sample_from_logits(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen);

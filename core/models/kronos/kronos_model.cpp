@@ -14,6 +14,8 @@
 #include <ATen/ops/arange.h>
 #ifdef CN_WITH_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+
+#include "core/models/kronos/kronos_graphs.h"
 #endif
 
 #include "core/common/status.h"
@@ -128,8 +130,24 @@ public:
 protected:
     // eager: the reference's algorithm (every step recomputes the window): bit-identical on CPU.
     // fused: KV-cached decoding while the window has not slid, last-row heads; equal up to rounding.
+    // graph (CUDA): the cached decode step captured in CUDA graphs (kronos_graphs.h); equal up to rounding.
     void apply_mode(cn_mode mode) override {
-        if (mode == CN_MODE_GRAPH) Model::apply_mode(mode);  // UNSUPPORTED: not implemented for Kronos yet
+#ifdef CN_WITH_CUDA
+        if (mode == CN_MODE_GRAPH && options_.device.is_cuda()) {
+            graphs_ = std::make_unique<KronosGraphs>(cfg_.pred, pw_, options_.device);
+            return;
+        }
+        graphs_.reset();
+#endif
+        if (mode == CN_MODE_GRAPH) Model::apply_mode(mode);  // UNSUPPORTED on CPU
+    }
+
+    MemoryUse memory_use() const override {
+        MemoryUse m{weight_bytes_, 0, 0};
+#ifdef CN_WITH_CUDA
+        if (graphs_) m.graph_pool_bytes = graphs_->pool_bytes();
+#endif
+        return m;
     }
 
 public:
@@ -179,12 +197,32 @@ public:
             if (it == batches.end()) batches.push_back({n, {i}});
             else it->second.push_back(i);
         }
-        at::Generator gen = make_generator(run.seed);
         run.set_total(static_cast<uint64_t>(batches.size()) * static_cast<uint64_t>(P));
         std::vector<float> result(shape.n_values()), paths(shape.n_sample_values());
         std::vector<std::vector<int64_t>> s1_rows(ts.size() * req.sample_count), s2_rows(s1_rows.size());
-        for (const auto& [T0, members] : batches) {
-            run_batch(req, ts, members, T0, gen, run, result.data(), paths.data(), s1_rows, s2_rows);
+#ifdef CN_WITH_CUDA
+        if (graphs_) {
+            // Serialised: the graphs' static buffers and generator are shared. Capture every entry this call needs
+            // before seeding, so captures never consume draws of the seeded sequence.
+            std::lock_guard<std::mutex> lock(graphs_->mu());
+            for (const auto& [T0, members] : batches) {
+                if (graphable(T0, P)) graphs_->get(static_cast<int64_t>(members.size()) * req.sample_count, req.temperature, req.top_k, req.top_p);
+            }
+            at::Generator& gen = graphs_->generator();
+            {
+                std::lock_guard<std::mutex> glock(gen.mutex());
+                gen.set_current_seed(run.seed);
+            }
+            for (const auto& [T0, members] : batches) {
+                run_batch(req, ts, members, T0, gen, run, result.data(), paths.data(), s1_rows, s2_rows);
+            }
+        } else
+#endif
+        {
+            at::Generator gen = make_generator(run.seed);
+            for (const auto& [T0, members] : batches) {
+                run_batch(req, ts, members, T0, gen, run, result.data(), paths.data(), s1_rows, s2_rows);
+            }
         }
         if (trace) {
             trace->s1 = std::move(s1_rows);
@@ -345,9 +383,34 @@ private:
         at::Tensor all2 = at::cat({tok2, at::empty({N, P}, tok2.options())}, 1);
         // Cached decoding (fused mode) while the window has not slid (its start stays 0, so positions are fixed);
         // the reference's full recompute otherwise, and always in eager mode.
-        const bool use_cache = mode() == CN_MODE_FUSED;
+        const bool use_cache = mode() == CN_MODE_FUSED || mode() == CN_MODE_GRAPH;
         KronosCache cache;
+#ifdef CN_WITH_CUDA
+        KronosGraphs::Entry* graph = graphs_ && graphable(T0, P) ? &graphs_->get(N, req.temperature, req.top_k, req.top_p) : nullptr;
+        if (graph) {  // the entry's static cache: the prefill fills it, the replays extend it
+            graph->st.cache.len = 0;
+            cache = graph->st.cache;
+        }
+#endif
         for (int64_t i = 0; i < P; ++i) {
+#ifdef CN_WITH_CUDA
+            if (graph && i == 1) {
+                // Steps 1..P-1: replay the captured step; the inputs are the history so far and the stamps.
+                KronosStepState& st = graph->st;
+                st.stamps.narrow(1, 0, T0 + P - 1).copy_(full_stamp.narrow(1, 0, T0 + P - 1));
+                st.hist1.narrow(1, 0, T0 + 1).copy_(all1.narrow(1, 0, T0 + 1));
+                st.hist2.narrow(1, 0, T0 + 1).copy_(all2.narrow(1, 0, T0 + 1));
+                st.pos.fill_(T0);
+                for (int64_t j = 1; j < P; ++j) {
+                    run.check();
+                    graph->graph.replay();
+                    run.advance(1);
+                }
+                all1.narrow(1, T0 + 1, P - 1).copy_(st.hist1.narrow(1, T0 + 1, P - 1));
+                all2.narrow(1, T0 + 1, P - 1).copy_(st.hist2.narrow(1, T0 + 1, P - 1));
+                break;
+            }
+#endif
             run.check();
             const int64_t cur = T0 + i, start = std::max<int64_t>(0, cur - M);
             at::Tensor s1, s2;
@@ -410,9 +473,15 @@ private:
         (void)n_series;
     }
 
+    // Graph mode captures the cached step, valid while the window does not slide; one step needs no graph.
+    bool graphable(int64_t T0, int64_t P) const { return T0 + P - 1 <= cfg_.pred.max_context && P >= 2; }
+
     KronosConfig cfg_;
     TokenizerWeights tw_;
     PredictorWeights pw_;
+#ifdef CN_WITH_CUDA
+    std::unique_ptr<KronosGraphs> graphs_;  // declared after the weights it replays: destroyed first
+#endif
 };
 
 }  // namespace

@@ -1,0 +1,95 @@
+#include "core/models/kronos/kronos_graphs.h"
+
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "core/common/status.h"
+
+namespace cn::kronos {
+namespace {
+
+constexpr size_t kMaxEntries = 16;
+
+int64_t reserved_bytes(c10::Device d) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
+    return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+}  // namespace
+
+KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, c10::Device device)
+    : cfg_(cfg), w_(w), device_(device), gen_(at::cuda::detail::createCUDAGenerator(device.index())) {
+    if (!device.is_cuda()) fail(Status::kUnsupported, "graph mode needs a CUDA device");
+}
+
+KronosGraphs::~KronosGraphs() = default;
+
+KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t top_k, double top_p) {
+    const Key key{N, temperature, top_k, top_p};
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+        it->second->last_used = ++tick_;
+        return *it->second;
+    }
+    if (entries_.size() >= kMaxEntries) {
+        auto victim = entries_.begin();
+        for (auto e = entries_.begin(); e != entries_.end(); ++e) {
+            if (e->second->last_used < victim->second->last_used) victim = e;
+        }
+        entries_.erase(victim);
+    }
+    c10::cuda::CUDAGuard guard(device_);
+    const int64_t before = reserved_bytes(device_);
+    const int64_t M = cfg_.max_context, d = cfg_.d_model;
+    auto e = std::make_unique<Entry>();
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
+    const auto i64 = f32.dtype(at::kLong);
+    KronosStepState& st = e->st;
+    const int64_t H = w_.blocks.empty() ? 1 : w_.blocks[0].heads;
+    for (size_t l = 0; l < w_.blocks.size(); ++l) {
+        st.cache.k.push_back(at::zeros({N, H, M, d / H}, f32));
+        st.cache.v.push_back(at::zeros({N, H, M, d / H}, f32));
+    }
+    st.cache.dep_k = at::zeros({N, w_.dep_heads, M, d / w_.dep_heads}, f32);
+    st.cache.dep_v = at::zeros({N, w_.dep_heads, M, d / w_.dep_heads}, f32);
+    st.hist1 = at::zeros({N, M + 1}, i64);
+    st.hist2 = at::zeros({N, M + 1}, i64);
+    st.stamps = at::zeros({N, M, 5}, f32);
+    st.pos = at::zeros({1}, i64);
+    st.positions = at::arange(M, i64);
+    // Warm up on a side stream (cuBLAS handles, workspaces), rewind, then capture there.
+    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+    // The buffers were filled on the current stream: the side stream must not read them before that is done
+    // (a token buffer read early would index the embeddings with garbage).
+    c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+    {
+        c10::cuda::CUDAStreamGuard sg(stream);
+        for (int i = 0; i < 2; ++i) decode_step_static(cfg_, w_, st, temperature, top_k, top_p, gen_);
+        st.pos.zero_();
+        stream.synchronize();
+        e->graph.register_generator_state(gen_);
+        e->graph.capture_begin();
+        try {
+            decode_step_static(cfg_, w_, st, temperature, top_k, top_p, gen_);
+        } catch (...) {
+            try {
+                e->graph.capture_end();
+            } catch (...) {
+            }
+            throw;
+        }
+        e->graph.capture_end();
+    }
+    stream.synchronize();
+    pool_bytes_ += static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
+    e->last_used = ++tick_;
+    auto& slot = entries_[key];
+    slot = std::move(e);
+    return *slot;
+}
+
+}  // namespace cn::kronos

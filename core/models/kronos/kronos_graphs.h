@@ -1,0 +1,52 @@
+// Graph mode for Kronos (CUDA): the cached decode step (decode_step_static) captured once per batch shape and
+// sampling setting, then replayed once per forecast step with no host round trip; tokens accumulate in the
+// entry's static history and are copied out after the last replay (no output is ever read from a buffer a later
+// replay overwrites). The prefill, the first step and the tokenizer passes run eagerly. Used while the window
+// does not slide (history + horizon - 1 <= max_context); otherwise the cached or reference path runs.
+// Calls are serialised: the entries own static buffers and share the model's generator.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include <ATen/core/Generator.h>
+#include <ATen/cuda/CUDAGraph.h>
+
+#include "core/models/kronos/kronos_forward.h"
+
+namespace cn::kronos {
+
+class KronosGraphs {
+public:
+    KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, c10::Device device);
+    ~KronosGraphs();
+    KronosGraphs(const KronosGraphs&) = delete;
+    KronosGraphs& operator=(const KronosGraphs&) = delete;
+
+    struct Entry {
+        at::cuda::CUDAGraph graph;
+        KronosStepState st;
+        uint64_t last_used = 0;
+    };
+    // The entry for `rows` batch rows and these sampling parameters, captured on first use. Caller holds mu().
+    Entry& get(int64_t rows, double temperature, int64_t top_k, double top_p);
+    // The generator every captured step draws from (registered with each graph); seed it per call.
+    at::Generator& generator() { return gen_; }
+    std::mutex& mu() { return mu_; }
+    uint64_t pool_bytes() const { return pool_bytes_; }
+
+private:
+    using Key = std::tuple<int64_t, double, int64_t, double>;
+    const PredictorConfig& cfg_;
+    const PredictorWeights& w_;
+    c10::Device device_;
+    at::Generator gen_;
+    std::mutex mu_;
+    std::map<Key, std::unique_ptr<Entry>> entries_;
+    uint64_t tick_ = 0, pool_bytes_ = 0;
+};
+
+}  // namespace cn::kronos
