@@ -246,6 +246,25 @@ TEST(KronosRequests, BadInputNamesTheField) {
     {
         Bad b;
         b.add_all();
+        EXPECT_EQ(cn_forecast_request_set_sampling(b.req, 1.0f, 0, 0.9f, 5000, b.err), CN_STATUS_INVALID_ARGUMENT);
+        EXPECT_TRUE(has(cn_error_message(b.err), "sample_count"));
+    }
+    {
+        Bad b;  // 17 tasks x 4096 samples: more rows than one call may run
+        for (int64_t g = 0; g < 17; ++g) {
+            size_t first = 0;
+            for (auto& c : b.ch) cn_forecast_request_add_series(b.req, c.data(), c.size(), g, &first, b.err);
+            cn_forecast_request_set_timestamps(b.req, first - 4, b.hist.data(), b.hist.size(), b.fut.data(), b.fut.size(), b.err);
+        }
+        ASSERT_EQ(cn_forecast_request_set_sampling(b.req, 1.0f, 0, 0.9f, 4096, b.err), CN_STATUS_OK);
+        cn_forecast_shape s;
+        cn_forecast_shape_init(&s);
+        EXPECT_EQ(cn_forecast_get_shape(m, b.req, &s, b.err), CN_STATUS_INVALID_ARGUMENT);
+        EXPECT_TRUE(has(cn_error_message(b.err), "rows per call")) << cn_error_message(b.err);
+    }
+    {
+        Bad b;
+        b.add_all();
         std::vector<float> out(5 * 3);
         std::vector<float> samples(2);  // too small
         EXPECT_EQ(cn_forecast(m, b.req, nullptr, out.data(), out.size(), samples.data(), samples.size(), b.err),

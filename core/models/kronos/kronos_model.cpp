@@ -246,7 +246,9 @@ private:
         if (!(req.temperature > 0) || !std::isfinite(req.temperature)) fail(Status::kInvalidArgument, "temperature: must be > 0");
         if (req.top_k < 0) fail(Status::kInvalidArgument, "top_k: must be >= 0");
         if (!(req.top_p > 0 && req.top_p <= 1)) fail(Status::kInvalidArgument, "top_p: must be in (0, 1]");
-        if (req.sample_count < 1) fail(Status::kInvalidArgument, "sample_count: must be >= 1");
+        if (req.sample_count < 1 || req.sample_count > kMaxSamples) {
+            fail(Status::kInvalidArgument, "sample_count: must be in [1, " + std::to_string(kMaxSamples) + "]");
+        }
         std::vector<Task> out;
         std::map<int64_t, size_t> by_group;
         for (size_t i = 0; i < req.series.size(); ++i) {
@@ -270,6 +272,7 @@ private:
                                                    " series; Kronos needs open, high, low, close[, volume[, amount]]");
             }
             const size_t n = req.series[t.series[0]].values.size();
+            if (n == 0) fail(Status::kInvalidArgument, "series[" + std::to_string(t.series[0]) + "]: empty (Kronos needs history)");
             for (size_t s : t.series) {
                 if (req.series[s].values.size() != n) {
                     fail(Status::kInvalidArgument, "series[" + std::to_string(s) + "]: length " + std::to_string(req.series[s].values.size()) +
@@ -282,6 +285,11 @@ private:
                                                    ") needs " + std::to_string(n) + " history and " + std::to_string(req.horizon) +
                                                    " future timestamps");
             }
+        }
+        // Every task runs as sample_count rows of one batch: bound the rows of a call.
+        if (static_cast<int64_t>(out.size()) * req.sample_count > kMaxRows) {
+            fail(Status::kInvalidArgument, "sample_count: " + std::to_string(out.size()) + " tasks x " + std::to_string(req.sample_count) +
+                                               " samples exceeds " + std::to_string(kMaxRows) + " rows per call");
         }
         return out;
     }
@@ -472,6 +480,9 @@ private:
         }
         (void)n_series;
     }
+
+    static constexpr int32_t kMaxSamples = 4096;  // sample paths per task
+    static constexpr int64_t kMaxRows = 65536;    // tasks x samples per call
 
     // Graph mode captures the cached step, valid while the window does not slide; one step needs no graph.
     bool graphable(int64_t T0, int64_t P) const { return T0 + P - 1 <= cfg_.pred.max_context && P >= 2; }

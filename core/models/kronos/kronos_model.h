@@ -9,6 +9,8 @@
 // run options seeds the generator right before inference, so on CPU the sampled tokens equal the reference's
 // for torch.manual_seed(seed) immediately before KronosPredictor.predict_batch. Tasks with equal history
 // lengths run as one batch (the reference's predict_batch); batches run in order of first appearance.
+// Limits: horizon <= max_context (the reference decodes one window), sample_count <= 4096, tasks x sample_count
+// <= 65536 rows per call.
 #pragma once
 
 #include <memory>
