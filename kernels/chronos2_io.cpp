@@ -161,8 +161,8 @@ void check_post(const at::Tensor& head, const at::Tensor& loc, const at::Tensor&
     if (!head.defined() || head.dim() != 3 || !head.is_contiguous() || head.size(2) != Q * p || !loc.defined() ||
         !scale.defined() || loc.numel() != head.size(0) || scale.numel() != head.size(0) ||
         loc.scalar_type() != c10::kFloat || scale.scalar_type() != c10::kFloat || !loc.is_contiguous() ||
-        !scale.is_contiguous()) {
-        fail(Status::kInternal, "chronos2_postprocess: head must be contiguous [B, N, Q p], loc and scale fp32 [B]");
+        !scale.is_contiguous() || loc.device() != head.device() || scale.device() != head.device()) {
+        fail(Status::kInternal, "chronos2_postprocess: head must be contiguous [B, N, Q p], loc and scale fp32 [B] on its device");
     }
 }
 

@@ -17,7 +17,9 @@
 //   The sums run in fp64 in an order fixed per row (one block per row on CUDA) and are rounded to fp32
 //   once: loc is the fp32-rounded mean (a constant series gets exactly its value, so its normalised
 //   values are exactly 0 even with the 1e-5 scale), within fp32 rounding of ATen's fp32 nanmean, and
-//   never dependent on the other rows.
+//   never dependent on the other rows. For values so large that fp32 squares overflow (|x - loc| above ~1.8e19)
+//   eager mode's fp32 variance saturates (its scale becomes FLT_MAX) while this computes the true scale: the
+//   two modes differ there by more than rounding.
 //
 // chronos2_postprocess — head [B, N, Q p] (dtype T, "b n (q p)") to predictions [B, Q, N p] fp32:
 //   y = v (or sinh v) * scale + loc, rounded after the multiply and after the add (no fused multiply-add),

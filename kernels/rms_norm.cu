@@ -23,7 +23,7 @@ struct alignas(sizeof(T) * V) Vec {
 };
 
 template <class T, int V>
-__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ delta, T* h_out, const T* __restrict__ w,
+__global__ void rms_norm_kernel(const T* x, const T* __restrict__ delta, T* h_out, const T* __restrict__ w,  // h_out may alias x
                                 T* __restrict__ out, int64_t D, float eps) {
     using VT = Vec<T, V>;
     const int64_t row = blockIdx.x;
@@ -91,6 +91,7 @@ void launch(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_ou
 
 void rms_norm_cuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_out, const at::Tensor& weight,
                    double eps, const at::Tensor& out) {
+    if (delta.defined() && !h_out.defined()) fail(Status::kInternal, "rms_norm_cuda: a delta needs h_out for the sum");
     c10::cuda::CUDAGuard guard(x.device());
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm", [&] { launch<scalar_t>(x, delta, h_out, weight, eps, out); });
 }

@@ -168,13 +168,15 @@ typedef enum cn_model_kind {
  * implementation's own precision map (Chronos-2 bf16: ~2-3% relative MAE vs fp32 on random weights). */
 typedef enum cn_mode {
     CN_MODE_EAGER = 0,  /* plain ATen ops; every device */
-    CN_MODE_GRAPH = 1,  /* CUDA graphs captured per shape bucket on first use, then replayed; CUDA only.
-                           Holds graph memory pools (cn_model_info.graph_pool_bytes); calls are serialised.
-                           Kronos: the KV-cached decode step is what is captured (equal up to rounding) */
-    CN_MODE_FUSED = 2   /* cutenative's own kernels where the model has them (Chronos-2: RMS norms with the residual
-                           add, RoPE, pre/post-processing, fused QKV), ATen ops elsewhere; on CUDA also captured
-                           in CUDA graphs as GRAPH is (pools, serialised calls); on CPU the kernels' CPU paths.
-                           Kronos: KV-cached decoding while the window has not slid (equal up to rounding) */
+    CN_MODE_GRAPH = 1,  /* CUDA graphs captured on first use, then replayed; CUDA only. Holds graph memory pools
+                           (cn_model_info.graph_pool_bytes); calls are serialised. Chronos-2: the whole pass, per
+                           shape bucket. Kronos: the KV-cached decode step, per (batch rows, temperature, top_k,
+                           top_p), used when history + horizon - 1 <= max_context and horizon >= 2 (else the
+                           cached path of FUSED runs); equal to EAGER up to rounding */
+    CN_MODE_FUSED = 2   /* Chronos-2: cutenative's kernels (RMS norms with the residual add, RoPE, pre/post-
+                           processing, fused QKV), ATen ops elsewhere; on CUDA also captured in CUDA graphs as GRAPH
+                           is (pools, serialised calls); on CPU the kernels' CPU paths. Kronos: KV-cached decoding
+                           while the window has not slid, no graphs, concurrent calls. Equal to EAGER up to rounding */
 } cn_mode;
 
 /* Stable lower-case names ("cpu", "bf16", "chronos2", "graph", ...) and back. The *_name functions return

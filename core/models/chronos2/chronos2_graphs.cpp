@@ -69,7 +69,7 @@ GraphCache::Entry& GraphCache::capture(const Key& key) {
         c10::cuda::CUDAStreamGuard guard(stream);
         for (int i = 0; i < 2; ++i) fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
         stream.synchronize();
-        e->graph.capture_begin();
+        e->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);  // other threads' CUDA calls cannot break it
         try {
             e->out = fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
         } catch (...) {

@@ -12,8 +12,6 @@
 namespace cn::kronos {
 namespace {
 
-constexpr size_t kMaxEntries = 16;
-
 int64_t reserved_bytes(c10::Device d) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
     return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
@@ -40,6 +38,7 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
         for (auto e = entries_.begin(); e != entries_.end(); ++e) {
             if (e->second->last_used < victim->second->last_used) victim = e;
         }
+        pool_bytes_ -= victim->second->bytes;
         entries_.erase(victim);
     }
     c10::cuda::CUDAGuard guard(device_);
@@ -72,7 +71,7 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
         st.pos.zero_();
         stream.synchronize();
         e->graph.register_generator_state(gen_);
-        e->graph.capture_begin();
+        e->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);  // other threads' CUDA calls cannot break it
         try {
             decode_step_static(cfg_, w_, st, temperature, top_k, top_p, gen_);
         } catch (...) {
@@ -85,7 +84,8 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
         e->graph.capture_end();
     }
     stream.synchronize();
-    pool_bytes_ += static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
+    e->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
+    pool_bytes_ += e->bytes;
     e->last_used = ++tick_;
     auto& slot = entries_[key];
     slot = std::move(e);

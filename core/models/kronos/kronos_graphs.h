@@ -6,6 +6,7 @@
 // Calls are serialised: the entries own static buffers and share the model's generator.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,13 +31,19 @@ public:
         at::cuda::CUDAGraph graph;
         KronosStepState st;
         uint64_t last_used = 0;
+        uint64_t bytes = 0;
     };
+    // Entries kept (each holds static caches of max_context rows for its batch shape); the least recently used
+    // one is evicted beyond that. A call that would need more distinct entries runs without graphs.
+    static constexpr size_t kMaxEntries = 8;
+    // Whether `get` for these keys would capture nothing it evicts during the call (all fit at once).
+    bool fits(size_t distinct_keys) const { return distinct_keys <= kMaxEntries; }
     // The entry for `rows` batch rows and these sampling parameters, captured on first use. Caller holds mu().
     Entry& get(int64_t rows, double temperature, int64_t top_k, double top_p);
     // The generator every captured step draws from (registered with each graph); seed it per call.
     at::Generator& generator() { return gen_; }
     std::mutex& mu() { return mu_; }
-    uint64_t pool_bytes() const { return pool_bytes_; }
+    uint64_t pool_bytes() const { return pool_bytes_.load(); }
 
 private:
     using Key = std::tuple<int64_t, double, int64_t, double>;
@@ -46,7 +53,8 @@ private:
     at::Generator gen_;
     std::mutex mu_;
     std::map<Key, std::unique_ptr<Entry>> entries_;
-    uint64_t tick_ = 0, pool_bytes_ = 0;
+    uint64_t tick_ = 0;
+    std::atomic<uint64_t> pool_bytes_{0};  // read by cn_model_get_info without the lock
 };
 
 }  // namespace cn::kronos

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/TensorOperators.h>
@@ -198,15 +199,21 @@ public:
             else it->second.push_back(i);
         }
         run.set_total(static_cast<uint64_t>(batches.size()) * static_cast<uint64_t>(P));
-        std::vector<float> result(shape.n_values()), paths(shape.n_sample_values());
-        std::vector<std::vector<int64_t>> s1_rows(ts.size() * req.sample_count), s2_rows(s1_rows.size());
+        std::vector<float> result(shape.n_values()), paths(samples ? shape.n_sample_values() : 0);
+        std::vector<std::vector<int64_t>> s1_rows(trace ? ts.size() * req.sample_count : 0), s2_rows(s1_rows.size());
 #ifdef CN_WITH_CUDA
         if (graphs_) {
             // Serialised: the graphs' static buffers and generator are shared. Capture every entry this call needs
-            // before seeding, so captures never consume draws of the seeded sequence.
+            // before seeding, so captures never consume draws of the seeded sequence; a call needing more entries
+            // than are kept at once runs the cached path instead (a re-capture would draw from the sequence).
             std::lock_guard<std::mutex> lock(graphs_->mu());
+            std::set<int64_t> rows;
             for (const auto& [T0, members] : batches) {
-                if (graphable(T0, P)) graphs_->get(static_cast<int64_t>(members.size()) * req.sample_count, req.temperature, req.top_k, req.top_p);
+                if (graphable(T0, P)) rows.insert(static_cast<int64_t>(members.size()) * req.sample_count);
+            }
+            use_graphs_ = graphs_->fits(rows.size());
+            if (use_graphs_) {
+                for (int64_t n : rows) graphs_->get(n, req.temperature, req.top_k, req.top_p);
             }
             at::Generator& gen = graphs_->generator();
             {
@@ -214,14 +221,14 @@ public:
                 gen.set_current_seed(run.seed);
             }
             for (const auto& [T0, members] : batches) {
-                run_batch(req, ts, members, T0, gen, run, result.data(), paths.data(), s1_rows, s2_rows);
+                run_batch(req, ts, members, T0, gen, run, result.data(), paths.empty() ? nullptr : paths.data(), s1_rows, s2_rows);
             }
         } else
 #endif
         {
             at::Generator gen = make_generator(run.seed);
             for (const auto& [T0, members] : batches) {
-                run_batch(req, ts, members, T0, gen, run, result.data(), paths.data(), s1_rows, s2_rows);
+                run_batch(req, ts, members, T0, gen, run, result.data(), paths.empty() ? nullptr : paths.data(), s1_rows, s2_rows);
             }
         }
         if (trace) {
@@ -243,7 +250,10 @@ private:
         }
         if (!req.covariates.empty()) fail(Status::kInvalidArgument, "covariates: Kronos takes none (pass OHLCV channels as a group)");
         if (!req.quantiles.empty()) fail(Status::kInvalidArgument, "quantiles: Kronos forecasts a mean path and sample paths, not quantiles");
-        if (!(req.temperature > 0) || !std::isfinite(req.temperature)) fail(Status::kInvalidArgument, "temperature: must be > 0");
+        if (!(req.temperature >= kMinTemperature) || !std::isfinite(req.temperature)) {
+            // logits / temperature must stay finite: below this the softmax can turn NaN (the reference then raises)
+            fail(Status::kInvalidArgument, "temperature: must be >= 1e-6");
+        }
         if (req.top_k < 0) fail(Status::kInvalidArgument, "top_k: must be >= 0");
         if (!(req.top_p > 0 && req.top_p <= 1)) fail(Status::kInvalidArgument, "top_p: must be in (0, 1]");
         if (req.sample_count < 1 || req.sample_count > kMaxSamples) {
@@ -286,10 +296,25 @@ private:
                                                    " future timestamps");
             }
         }
-        // Every task runs as sample_count rows of one batch: bound the rows of a call.
+        // Every task runs as sample_count rows of one batch: bound the rows of a call, the history of a task (the
+        // tokenizer attends over all of it) and the token rows a decode step holds (rows x window), which sets the
+        // size of every activation.
         if (static_cast<int64_t>(out.size()) * req.sample_count > kMaxRows) {
             fail(Status::kInvalidArgument, "sample_count: " + std::to_string(out.size()) + " tasks x " + std::to_string(req.sample_count) +
                                                " samples exceeds " + std::to_string(kMaxRows) + " rows per call");
+        }
+        int64_t token_rows = 0;
+        for (const Task& t : out) {
+            const int64_t n = static_cast<int64_t>(req.series[t.series[0]].values.size());
+            if (n > kMaxHistory) {
+                fail(Status::kInvalidArgument, "series[" + std::to_string(t.series[0]) + "]: history of " + std::to_string(n) +
+                                                   " bars exceeds " + std::to_string(kMaxHistory));
+            }
+            token_rows += req.sample_count * std::min<int64_t>(n + req.horizon, cfg_.pred.max_context);
+        }
+        if (token_rows > kMaxTokenRows) {
+            fail(Status::kInvalidArgument, "request too large: tasks x sample_count x window = " + std::to_string(token_rows) +
+                                               " token rows exceeds " + std::to_string(kMaxTokenRows) + "; split it into several calls");
         }
         return out;
     }
@@ -394,7 +419,8 @@ private:
         const bool use_cache = mode() == CN_MODE_FUSED || mode() == CN_MODE_GRAPH;
         KronosCache cache;
 #ifdef CN_WITH_CUDA
-        KronosGraphs::Entry* graph = graphs_ && graphable(T0, P) ? &graphs_->get(N, req.temperature, req.top_k, req.top_p) : nullptr;
+        KronosGraphs::Entry* graph =
+            graphs_ && use_graphs_ && graphable(T0, P) ? &graphs_->get(N, req.temperature, req.top_k, req.top_p) : nullptr;
         if (graph) {  // the entry's static cache: the prefill fills it, the replays extend it
             graph->st.cache.len = 0;
             cache = graph->st.cache;
@@ -441,7 +467,7 @@ private:
             all2.select(1, cur).copy_(s2.squeeze(-1));
             run.advance(1);
         }
-        {  // sampled tokens per row, for KronosTrace
+        if (!s1_rows.empty()) {  // sampled tokens per row, for KronosTrace
             const at::Tensor g1 = all1.slice(1, T0).to(at::kCPU).contiguous(), g2 = all2.slice(1, T0).to(at::kCPU).contiguous();
             for (int64_t b = 0; b < B; ++b) {
                 for (int64_t s = 0; s < S; ++s) {
@@ -471,7 +497,7 @@ private:
                     const float den = stdv[b * 6 + c] + static_cast<float>(1e-5);
                     const size_t series = t.series[c];
                     result[series * static_cast<size_t>(P) + h] = m * den + mean[b * 6 + c];
-                    for (int64_t s = 0; s < S; ++s) {
+                    for (int64_t s = 0; s < S && paths; ++s) {
                         const float v = zp[((b * S + s) * Lw + row) * 6 + c];
                         paths[(series * static_cast<size_t>(S) + s) * static_cast<size_t>(P) + h] = v * den + mean[b * 6 + c];
                     }
@@ -483,6 +509,9 @@ private:
 
     static constexpr int32_t kMaxSamples = 4096;  // sample paths per task
     static constexpr int64_t kMaxRows = 65536;    // tasks x samples per call
+    static constexpr int64_t kMaxHistory = 1 << 16;         // bars of one task's history
+    static constexpr int64_t kMaxTokenRows = int64_t{1} << 20;  // sum over tasks of sample_count x window
+    static constexpr float kMinTemperature = 1e-6f;
 
     // Graph mode captures the cached step, valid while the window does not slide; one step needs no graph.
     bool graphable(int64_t T0, int64_t P) const { return T0 + P - 1 <= cfg_.pred.max_context && P >= 2; }
@@ -492,6 +521,7 @@ private:
     PredictorWeights pw_;
 #ifdef CN_WITH_CUDA
     std::unique_ptr<KronosGraphs> graphs_;  // declared after the weights it replays: destroyed first
+    bool use_graphs_ = false;               // this call's choice; written and read under graphs_->mu()
 #endif
 };
 
