@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target over the LibTorch-free parsers with clang + ASan + UBSan and runs it.
+# Builds the libFuzzer target over the LibTorch-free parsers and the WordPiece tokenizer with clang + ASan + UBSan and runs it.
 #   scripts/fuzz.sh [runs]     (default 1000000 executions; 0 = only replay the seed corpus)
 # New inputs the fuzzer finds go to $CN_CACHE/fuzz-corpus (outside the repo); crashes to $CN_CACHE/fuzz-crashes.
 set -euo pipefail
@@ -10,7 +10,8 @@ out="$CN_CACHE/fuzz"
 mkdir -p "$out" "$CN_CACHE/fuzz-corpus" "$CN_CACHE/fuzz-crashes"
 srcs=(core/format/json_strict.cpp core/format/mapped_file.cpp core/format/safetensors.cpp
       core/format/shard_index.cpp core/format/checkpoint.cpp core/format/model_config.cpp
-      core/models/chronos2/chronos2_config.cpp tests/fuzz/fuzz_format.cpp)
+      core/models/chronos2/chronos2_config.cpp core/tokenizers/wordpiece.cpp core/tokenizers/unicode_tables.cpp
+      tests/fuzz/fuzz_format.cpp)
 cd "$CN_ROOT"
 "$CXX" -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -I"$CN_ROOT" "${srcs[@]}" -o "$out/fuzz_format"

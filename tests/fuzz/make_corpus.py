@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_format (tests/fuzz/corpus/). Standard library only.
 
-Each file is one selector byte (0 safetensors, 1 shard index, 2 config.json, 3 strict JSON) followed by
+Each file is one selector byte (0 safetensors, 1 shard index, 2 config.json, 3 strict JSON, 4 WordPiece
+text, 5 WordPiece vocabulary) followed by
 the parser's input: valid files of each kind plus a few near-misses, so the fuzzer starts from the
 structures that matter."""
 import json
@@ -50,3 +51,8 @@ write("config_other", 2, json.dumps({"architectures": ["BertModel"], "hidden_siz
 write("json_nested", 3, b'{"a":[1,2.5e-3,"x\\u00e9",null,true,{"b":{}}]}')
 write("json_dup", 3, b'{"a":1,"a":2}')
 print(f"wrote corpus to {out}")
+write("wp_text", 4, "The knights shining, a b c! 中文 é \u00e9\u0301 [MASK] x[PAD]y\t\n".encode())
+write("wp_invalid_utf8", 4, b"ok \xc3\x28 \xf0\x9f\x98")
+write("wp_long_word", 4, b"a" * 150 + b" the")
+write("wp_vocab", 5, b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n##lo\n")
+write("wp_vocab_dup", 5, b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nx\nx\n")
