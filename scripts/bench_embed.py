@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--prompts", default=os.path.join(os.path.dirname(__file__), "..", "go", "lora", "testdata", "prompts.jsonl"))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="cutenative's weight dtype")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -61,6 +62,7 @@ def main():
     p = ModelParams()
     lib.cn_model_params_init(ctypes.byref(p))
     p.n_threads = 1
+    p.dtype = {"f32": 0, "bf16": 1}[args.dtype]
     model = vp()
     if lib.cn_model_create(os.fsencode(args.model), ctypes.byref(p), ctypes.byref(model), err) != 0:
         raise SystemExit(lib.cn_error_message(err).decode())
@@ -82,7 +84,8 @@ def main():
     ntok = [len(st.tokenizer(s)["input_ids"]) for s in prompts]
     cos = [float(np.dot(cn(i), ref(i))) for i in range(len(prompts))]
     results = {}
-    for name, fn in (("sentence-transformers", ref), ("cutenative", cn)):
+    cn_label = "cutenative" + (" bf16" if args.dtype == "bf16" else "")
+    for name, fn in (("sentence-transformers", ref), (cn_label, cn)):
         for i in range(20):
             fn(i % len(prompts))
         per = [[] for _ in prompts]
@@ -106,7 +109,7 @@ def main():
             return "%.3f" % statistics.median(v) if v else "-"
         lines.append("| %s | %.3f | %.3f | %s | %s | %s | %s |" % (
             name, statistics.median(ms), np.percentile(ms, 90), bucket(0, 8), bucket(9, 16), bucket(17, 32), bucket(33, 10**9)))
-    r, c = statistics.median(results["sentence-transformers"]), statistics.median(results["cutenative"])
+    r, c = statistics.median(results["sentence-transformers"]), statistics.median(results[cn_label])
     lines += ["", "Speedup (median): %.1fx" % (r / c)]
     text = "\n".join(lines) + "\n"
     print(text)
