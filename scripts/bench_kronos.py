@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--workloads", default="a,b,c")
+    ap.add_argument("--profile", action="store_true", help="also profile the graph row on the first workload (torch.profiler)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.abspath(args.kronos_src))
     from model import Kronos, KronosPredictor, KronosTokenizer
@@ -180,6 +181,24 @@ def main():
             eq = np.mean(np.abs(y - ref_y) <= 1e-4 * np.abs(ref_y) + 1e-6)
             lines.append("| %s | %.2f | %.1fx | %.1f %% |" % (label, ms, ref_ms / ms, 100 * eq))
         lines.append("")
+        if args.profile and dev == "cuda":
+            from torch.profiler import ProfilerActivity, profile
+            calls = 5
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(calls):
+                    cns[1].forecast(series, P, 123)
+                sync()
+            ev = prof.key_averages()
+            cuda_total = sum(e.self_device_time_total for e in ev) / calls / 1e3
+            kernels = sum(e.count for e in ev if e.self_device_time_total > 0) / calls
+            lines += ["### Profile: graph row, (%s), %d calls" % (key, calls), "",
+                      "GPU busy %.2f ms per call in %.0f device ops" % (cuda_total, kernels), "",
+                      "| op | calls per call | CPU self ms per call | GPU ms per call |", "|---|---:|---:|---:|"]
+            top = sorted(ev, key=lambda e: -e.self_cpu_time_total)[:25]
+            for e in top:
+                lines.append("| `%s` | %.0f | %.3f | %.3f |" % (e.key[:70], e.count / calls, e.self_cpu_time_total / calls / 1e3,
+                                                            e.self_device_time_total / calls / 1e3))
+            lines.append("")
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
