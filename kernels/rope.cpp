@@ -15,7 +15,7 @@ template <class T> float round_to(float v) { return static_cast<float>(static_ca
 template <> float round_to<float>(float v) { return v; }
 
 template <class T>
-void run(const at::Tensor& x, const float* inv) {
+void run(const at::Tensor& x, const float* inv, int64_t pos0) {
     const int64_t B = x.size(0), S = x.size(1), H = x.size(2), half = x.size(3) / 2;
     const int64_t sb = x.stride(0), ss = x.stride(1), sh = x.stride(2);
     T* base = x.data_ptr<T>();
@@ -23,7 +23,7 @@ void run(const at::Tensor& x, const float* inv) {
         for (int64_t bs = begin; bs < end; ++bs) {
             const int64_t b = bs / S, s = bs % S;
             for (int64_t i = 0; i < half; ++i) {
-                const float f = inv[i] * static_cast<float>(s);
+                const float f = inv[i] * static_cast<float>(s + pos0);
                 const float c = round_to<T>(std::cos(f)), n = round_to<T>(std::sin(f));
                 for (int64_t h = 0; h < H; ++h) {
                     T* p = base + b * sb + s * ss + h * sh;
@@ -38,7 +38,10 @@ void run(const at::Tensor& x, const float* inv) {
 
 }  // namespace
 
-void check_rope(const at::Tensor& x, const at::Tensor& inv_freq) {
+void check_rope(const at::Tensor& x, const at::Tensor& inv_freq, const at::Tensor& pos_offset) {
+    if (pos_offset.defined() && (pos_offset.numel() != 1 || pos_offset.scalar_type() != c10::kLong || pos_offset.device() != x.device())) {
+        fail(Status::kInternal, "rope: pos_offset must be one int64 on x's device");
+    }
     if (!x.defined() || !inv_freq.defined() || x.dim() != 4 || x.size(3) % 2 != 0 || x.stride(3) != 1) {
         fail(Status::kInternal, "rope: x must be [B, S, H, dk] with an even, contiguous last dim");
     }
@@ -48,22 +51,23 @@ void check_rope(const at::Tensor& x, const at::Tensor& inv_freq) {
     }
 }
 
-void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq) {
-    check_rope(x, inv_freq);
+void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, const at::Tensor& pos_offset) {
+    check_rope(x, inv_freq, pos_offset);
     const float* inv = inv_freq.const_data_ptr<float>();
+    if (pos_offset.defined()) pos0 += *pos_offset.const_data_ptr<int64_t>();
     switch (x.scalar_type()) {
-        case c10::kFloat: return run<float>(x, inv);
-        case c10::kBFloat16: return run<c10::BFloat16>(x, inv);
-        case c10::kHalf: return run<c10::Half>(x, inv);
+        case c10::kFloat: return run<float>(x, inv, pos0);
+        case c10::kBFloat16: return run<c10::BFloat16>(x, inv, pos0);
+        case c10::kHalf: return run<c10::Half>(x, inv, pos0);
         default: fail(Status::kUnsupported, "rope: unsupported dtype");
     }
 }
 
-void rope_(const at::Tensor& x, const at::Tensor& inv_freq) {
+void rope_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, const at::Tensor& pos_offset) {
 #ifdef CN_WITH_CUDA
-    if (x.is_cuda()) return rope_cuda_(x, inv_freq);
+    if (x.is_cuda()) return rope_cuda_(x, inv_freq, pos0, pos_offset);
 #endif
-    rope_cpu_(x, inv_freq);
+    rope_cpu_(x, inv_freq, pos0, pos_offset);
 }
 
 }  // namespace cn::kernels

@@ -8,7 +8,7 @@
 
 namespace cn::kernels {
 
-void check_rope(const at::Tensor& x, const at::Tensor& inv_freq);  // rope.cpp
+void check_rope(const at::Tensor& x, const at::Tensor& inv_freq, const at::Tensor& pos_offset);  // rope.cpp
 
 namespace {
 
@@ -18,7 +18,7 @@ using cuda::to_f;
 
 template <class T>
 __global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int64_t H, int64_t half, int64_t sb,
-                            int64_t ss, int64_t sh, int64_t total) {
+                            int64_t ss, int64_t sh, int64_t total, int64_t pos0, const int64_t* __restrict__ pos_offset) {
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (t >= total) return;
     const int64_t i = t % half;
@@ -26,7 +26,7 @@ __global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int6
     const int64_t h = r % H;
     r /= H;
     const int64_t s = r % S, b = r / S;
-    const float f = inv[i] * static_cast<float>(s);
+    const float f = inv[i] * static_cast<float>(s + pos0 + (pos_offset ? *pos_offset : 0));
     const float c = round_to<T>(cosf(f)), n = round_to<T>(sinf(f));
     T* p = x + b * sb + s * ss + h * sh;
     const float x1 = to_f(p[i]), x2 = to_f(p[i + half]);
@@ -36,8 +36,8 @@ __global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int6
 
 }  // namespace
 
-void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq) {
-    check_rope(x, inv_freq);
+void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, const at::Tensor& pos_offset) {
+    check_rope(x, inv_freq, pos_offset);
     c10::cuda::CUDAGuard guard(x.device());
     const int64_t half = x.size(3) / 2;
     const int64_t total = x.size(0) * x.size(1) * x.size(2) * half;
@@ -49,7 +49,8 @@ void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq) {
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rope", [&] {
         rope_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
             reinterpret_cast<scalar_t*>(x.data_ptr()), inv_freq.const_data_ptr<float>(), x.size(1), x.size(2), half,
-            x.stride(0), x.stride(1), x.stride(2), total);
+            x.stride(0), x.stride(1), x.stride(2), total, pos0,
+            pos_offset.defined() ? pos_offset.const_data_ptr<int64_t>() : nullptr);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
 }

@@ -1,7 +1,7 @@
-// Rotary position embedding in place (Chronos-2's RoPE: rotate_half convention, positions 0..S-1).
+// Rotary position embedding in place (rotate_half convention; Chronos-2 and Kronos).
 //
 // Semantics for x [B, S, H, dk] of dtype T (F32, BF16, F16), inv_freq [dk/2] fp32, i < dk/2, h = dk/2:
-//   f = inv_freq[i] * s                  (fp32, position s)
+//   f = inv_freq[i] * s                  (fp32, position s; see pos0 / pos_offset below)
 //   c = round_T(cos f), n = round_T(sin f)
 //   x'[i]   = round_T(round_T(x[i] * c)   - round_T(x[i+h] * n))
 //   x'[i+h] = round_T(round_T(x[i+h] * c) + round_T(x[i] * n))
@@ -16,10 +16,12 @@
 
 namespace cn::kernels {
 
-void rope_(const at::Tensor& x, const at::Tensor& inv_freq);
-void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq);
+// Positions are s + pos0 (+ pos_offset[0] when given: an int64 [1] tensor on x's device, read on the device
+// by the CUDA path, so a captured graph can advance it).
+void rope_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {});
+void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {});
 #ifdef CN_WITH_CUDA
-void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq);
+void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {});
 #endif
 
 }  // namespace cn::kernels

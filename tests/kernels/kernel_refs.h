@@ -83,12 +83,12 @@ inline at::Tensor ref_rms_norm(const at::Tensor& x, const at::Tensor& w, double 
 }
 
 // x: [B, S, H, dk] (any dtype), inv: [dk/2] fp32. Returns the rotated values, rounded to x's dtype.
-inline at::Tensor ref_rope(const at::Tensor& x, const at::Tensor& inv) {
+inline at::Tensor ref_rope(const at::Tensor& x, const at::Tensor& inv, int64_t pos0 = 0) {
     const c10::ScalarType dt = x.scalar_type();
     const at::Tensor x64 = x.to(at::kCPU).to(at::kDouble);
     const int64_t S = x.size(1), half = x.size(3) / 2;
     // f = inv * s computed in fp32, as the kernels do.
-    const at::Tensor f = (inv.to(at::kCPU).view({1, half}) * at::arange(S, at::kFloat).view({S, 1})).to(at::kDouble);
+    const at::Tensor f = (inv.to(at::kCPU).view({1, half}) * at::arange(pos0, pos0 + S, at::kFloat).view({S, 1})).to(at::kDouble);
     const at::Tensor c = rnd(at::cos(f), dt).view({1, S, 1, half}), s = rnd(at::sin(f), dt).view({1, S, 1, half});
     const at::Tensor x1 = x64.slice(3, 0, half), x2 = x64.slice(3, half);
     const at::Tensor lo = rnd(rnd(x1 * c, dt) - rnd(x2 * s, dt), dt);

@@ -5,6 +5,7 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/randn.h>
@@ -90,6 +91,18 @@ TEST(RopeCpu, MatchesFp64ReferenceOnStridedQkvViews) {
             EXPECT_TRUE(at::equal(qkv.view({B, S, 3 * H, dk}).slice(2, 2 * H), before.view({B, S, 3 * H, dk}).slice(2, 2 * H)));
         }
     }
+}
+
+TEST(RopeCpu, PositionOffsets) {
+    at::manual_seed(6);
+    const at::Tensor inv = 1.0 / at::pow(10000.0, at::arange(0, 16, 2, at::kFloat) / 16.0);
+    const at::Tensor x = at::randn({2, 3, 4, 16}, at::kFloat);
+    const at::Tensor want = cn::test::ref_rope(x, inv, 12);
+    const at::Tensor a = x.clone(), b = x.clone();
+    cn::kernels::rope_cpu_(a, inv, 12);                                    // host offset
+    cn::kernels::rope_cpu_(b, inv, 5, at::full({1}, 7, at::kLong));        // host + tensor offset
+    expect_close(a, want, rtol(at::kFloat), 1e-6, "pos0");
+    EXPECT_TRUE(at::equal(a, b));
 }
 
 TEST(RopeCpu, RefusesBadLayouts) {

@@ -115,6 +115,18 @@ TEST(RopeGpu, MatchesFp64ReferenceOnStridedQkvViews) {
     }
 }
 
+TEST(RopeGpu, DeviceHeldPositionOffset) {
+    REQUIRE_CUDA();
+    at::manual_seed(16);
+    for (auto dt : kTypes) {
+        const at::Tensor inv = (1.0 / at::pow(10000.0, at::arange(0, 64, 2, at::kFloat) / 64.0)).cuda();
+        const at::Tensor x = at::randn({2, 1, 8, 64}, at::kFloat).to(dt).cuda();
+        const at::Tensor y = x.clone();
+        cn::kernels::rope_(y, inv, 0, at::full({1}, 37, at::TensorOptions().dtype(at::kLong).device(at::kCUDA)));
+        expect_close(y, cn::test::ref_rope(x, inv, 37), rtol(dt), 1e-6, c10::toString(dt));
+    }
+}
+
 TEST(Chronos2PreprocessGpu, MatchesFp64Reference) {
     REQUIRE_CUDA();
     for (auto dt : kTypes) {

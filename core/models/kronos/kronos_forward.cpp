@@ -22,6 +22,9 @@
 #include <ATen/ops/topk.h>
 #include <ATen/ops/zeros.h>
 
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+
 namespace cn::kronos {
 namespace {
 
@@ -179,6 +182,7 @@ at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& 
 void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
                         int64_t top_k, double top_p, at::Generator& gen) {
     KronosCache& c = st.cache;
+    const int64_t N = st.hist1.size(0), d = cfg.d_model;
     const double scale = std::sqrt(static_cast<double>(cfg.d_model));
     const at::Tensor t1 = st.hist1.index_select(1, st.pos), t2 = st.hist2.index_select(1, st.pos);  // [N, 1]
     const at::Tensor stamp = st.stamps.index_select(1, st.pos).to(at::kLong);                          // [N, 1, 5]
@@ -187,30 +191,33 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
              at::embedding(w.day, stamp.select(-1, 3)) + at::embedding(w.month, stamp.select(-1, 4)) +
              at::embedding(w.minute, stamp.select(-1, 0)));
     const at::Tensor mask = (st.positions <= st.pos).view({1, 1, 1, -1});
-    const at::Tensor tpos = st.pos.to(at::kFloat);
-    auto rope_pos = [&](const at::Tensor& v, const at::Tensor& inv) {
-        const at::Tensor freqs = at::outer(tpos, inv);
-        const at::Tensor emb = at::cat({freqs, freqs}, -1);
-        return v * emb.cos() + rotate_half(v) * emb.sin();
+    // cutenative's kernels: RMS norms fused with the residual add before them, RoPE in place at the device-held
+    // position (kernels/rms_norm.h, kernels/rope.h); the rest is the cached step's ATen ops.
+    at::Tensor delta;  // the residual branch not yet added to x
+    auto norm = [&](const at::Tensor& weight) {
+        return delta.defined() ? kernels::add_rms_norm(x, delta, weight, 1e-5) : kernels::rms_norm(x, weight, 1e-5);
     };
     for (size_t l = 0; l < w.blocks.size(); ++l) {
         const Block& b = w.blocks[l];
-        const at::Tensor n = rms_norm(x, b.norm1);
-        const at::Tensor q = rope_pos(split_heads(linear(b.q, n), b.heads), b.inv_freq);
-        c.k[l].index_copy_(2, st.pos, rope_pos(split_heads(linear(b.k, n), b.heads), b.inv_freq));
-        c.v[l].index_copy_(2, st.pos, split_heads(linear(b.v, n), b.heads));
-        const at::Tensor a = at::scaled_dot_product_attention(q, c.k[l], c.v[l], mask, 0.0, false);
-        x = x + linear(b.o, merge(a));
-        const at::Tensor n2 = rms_norm(x, b.norm2);
-        x = x + at::linear(at::silu(at::linear(n2, b.w1)) * at::linear(n2, b.w3), b.w2);
+        const at::Tensor n = norm(b.norm1);
+        const int64_t H = b.heads, hd = d / H;
+        const at::Tensor q = linear(b.q, n).view({N, 1, H, hd}), k = linear(b.k, n).view({N, 1, H, hd});
+        kernels::rope_(q, b.inv_freq, 0, st.pos);
+        kernels::rope_(k, b.inv_freq, 0, st.pos);
+        c.k[l].index_copy_(2, st.pos, k.transpose(1, 2));
+        c.v[l].index_copy_(2, st.pos, split_heads(linear(b.v, n), H));
+        const at::Tensor a = at::scaled_dot_product_attention(q.transpose(1, 2), c.k[l], c.v[l], mask, 0.0, false);
+        delta = linear(b.o, merge(a));
+        const at::Tensor n2 = norm(b.norm2);
+        delta = at::linear(at::silu(at::linear(n2, b.w1)) * at::linear(n2, b.w3), b.w2);
     }
-    x = rms_norm(x, w.norm);
+    x = norm(w.norm);
     c.dep_k.index_copy_(2, st.pos, split_heads(linear(w.dep_k, x), w.dep_heads));
     c.dep_v.index_copy_(2, st.pos, split_heads(linear(w.dep_v, x), w.dep_heads));
     const at::Tensor s1 = sample_from_logits(linear(w.proj_s1, x.squeeze(1)), temperature, top_k, top_p, gen);
     const at::Tensor q2 = split_heads(linear(w.dep_q, at::embedding(w.emb_s1, s1)), w.dep_heads);
     const at::Tensor a2 = at::scaled_dot_product_attention(q2, c.dep_k, c.dep_v, mask, 0.0, false);
-    const at::Tensor x2 = rms_norm(x + linear(w.dep_o, merge(a2)), w.dep_norm);
+    const at::Tensor x2 = kernels::add_rms_norm(x, linear(w.dep_o, merge(a2)), w.dep_norm, 1e-5);
     const at::Tensor s2 = sample_from_logits(linear(w.proj_s2, x2.squeeze(1)), temperature, top_k, top_p, gen);
     const at::Tensor next = st.pos + 1;
     st.hist1.index_copy_(1, next, s1);
