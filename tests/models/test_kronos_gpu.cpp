@@ -17,6 +17,7 @@
 #include "core/models/kronos/kronos_model.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
+#include "tests/models/kronos_fixture.h"
 
 namespace {
 
@@ -26,11 +27,10 @@ struct Runs {
 };
 
 Runs run_all(cn_mode mode) {
-    std::ifstream f(std::string(CN_FIXTURES_DIR) + "/kronos/cases.json");
-    const auto all = nlohmann::json::parse(f);
+    const auto cases = cn::test::kronos_cases();
     Runs r;
     std::map<std::string, std::unique_ptr<cn::Model>> models;
-    for (const auto& c : all["cases"]) {
+    for (const auto& c : cases) {
         const std::string name = c["model"];
         if (!models.count(name)) {
             cn::ModelOptions o;
@@ -38,28 +38,7 @@ Runs run_all(cn_mode mode) {
             models[name] = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/" + name, o);
             models[name]->set_mode(mode);
         }
-        cn::ForecastRequest req;
-        int64_t group = 0;
-        for (const auto& s : c["series"]) {
-            bool first = true;
-            for (const auto& ch : s["values"]) {
-                cn::ForecastSeries fs;
-                fs.values = ch.get<std::vector<float>>();
-                fs.group = group;
-                if (first) {
-                    fs.timestamps = s["history_ts"].get<std::vector<int64_t>>();
-                    fs.future_timestamps = s["future_ts"].get<std::vector<int64_t>>();
-                    first = false;
-                }
-                req.series.push_back(std::move(fs));
-            }
-            ++group;
-        }
-        req.horizon = c["pred_len"];
-        req.temperature = c["temperature"];
-        req.top_k = c["top_k"];
-        req.top_p = c["top_p"];
-        req.sample_count = c["sample_count"];
+        const cn::ForecastRequest req = cn::test::kronos_request(c);
         cn::RunContext run;
         run.seed = c["seed"];
         run.begin();

@@ -13,40 +13,19 @@
 #include "core/models/kronos/kronos_model.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
+#include "tests/models/kronos_fixture.h"
 
 namespace {
 
 // Runs every fixture case in `mode`; returns (tokens equal to the reference's, tokens compared).
 std::pair<size_t, size_t> run_cases(cn_mode mode, bool expect_identical) {
-    std::ifstream f(std::string(CN_FIXTURES_DIR) + "/kronos/cases.json");
-    const auto all = nlohmann::json::parse(f);
+    const auto cases = cn::test::kronos_cases();
     size_t checked = 0, equal = 0;
-    for (const auto& c : all["cases"]) {
+    for (const auto& c : cases) {
         SCOPED_TRACE(c["name"].get<std::string>());
         auto model = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/" + c["model"].get<std::string>(), cn::ModelOptions{});
         model->set_mode(mode);
-        cn::ForecastRequest req;
-        int64_t group = 0;
-        for (const auto& s : c["series"]) {
-            bool first = true;
-            for (const auto& ch : s["values"]) {
-                cn::ForecastSeries fs;
-                fs.values = ch.get<std::vector<float>>();
-                fs.group = group;
-                if (first) {
-                    fs.timestamps = s["history_ts"].get<std::vector<int64_t>>();
-                    fs.future_timestamps = s["future_ts"].get<std::vector<int64_t>>();
-                    first = false;
-                }
-                req.series.push_back(std::move(fs));
-            }
-            ++group;
-        }
-        req.horizon = c["pred_len"];
-        req.temperature = c["temperature"];
-        req.top_k = c["top_k"];
-        req.top_p = c["top_p"];
-        req.sample_count = c["sample_count"];
+        const cn::ForecastRequest req = cn::test::kronos_request(c);
         cn::RunContext run;
         run.seed = c["seed"];
         run.begin();

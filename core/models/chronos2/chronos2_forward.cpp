@@ -28,14 +28,6 @@ namespace {
 
 constexpr double kInstanceNormEps = 1e-5;
 
-double lowest(c10::ScalarType dt) {
-    switch (dt) {
-        case c10::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
-        case c10::kHalf: return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
-        default: return static_cast<double>(std::numeric_limits<float>::lowest());
-    }
-}
-
 // T5-style RMS norm: variance in fp32, x * rsqrt(var + eps), rounded to the weight's dtype when that is
 // half precision, then scaled by the weight.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -92,6 +84,14 @@ at::Tensor patch(const at::Tensor& x, int64_t p) {
 }
 
 }  // namespace
+
+double lowest(c10::ScalarType dt) {
+    switch (dt) {
+        case c10::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+        case c10::kHalf: return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+        default: return static_cast<double>(std::numeric_limits<float>::lowest());
+    }
+}
 
 at::Tensor rope_inv_freq(const Chronos2Config& cfg, c10::Device device) {
     const int64_t dk = cfg.d_kv;

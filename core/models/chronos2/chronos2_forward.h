@@ -31,6 +31,9 @@ struct Chronos2Weights {
     at::Tensor inv_freq;  // RoPE inverse frequencies [d_kv/2], fp32 on the device (not in the checkpoint)
 };
 
+// The most negative finite value of a model dtype: the additive attention mask's "masked".
+double lowest(c10::ScalarType dt);
+
 // RoPE inverse frequencies computed on the CPU as the reference does at init, then moved to `device`.
 at::Tensor rope_inv_freq(const Chronos2Config& cfg, c10::Device device);
 

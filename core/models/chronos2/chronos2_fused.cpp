@@ -8,7 +8,6 @@
 // Linear layers still run once per series and every kernel reduces per row, so a series' forecast never
 // depends on the rest of the batch (the server's exact merges rely on it). Results differ from forward()
 // by rounding only; docs/benchmarks.md states the tolerance.
-#include <limits>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/addmm.h>
@@ -27,14 +26,6 @@
 
 namespace cn::chronos2 {
 namespace {
-
-double lowest(c10::ScalarType dt) {
-    switch (dt) {
-        case c10::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
-        case c10::kHalf: return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
-        default: return static_cast<double>(std::numeric_limits<float>::lowest());
-    }
-}
 
 // x [B, R, K] -> [B, R, O], one GEMM per series written into its slice of the output (the same GEMM call
 // at::linear makes for that series, so the result is the same).

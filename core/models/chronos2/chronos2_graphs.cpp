@@ -5,11 +5,10 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include "core/common/status.h"
+#include "core/runtime/cuda_graph.h"
 
 namespace cn::chronos2 {
 namespace {
@@ -20,10 +19,6 @@ int64_t bucket_rows(int64_t b) {
     return p;
 }
 
-int64_t reserved_bytes(c10::Device d) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
-    return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
-}
 
 // Group ids of padding rows: distinct from each other and from any real id.
 constexpr int64_t kPadGroupBase = int64_t{1} << 40;
@@ -62,27 +57,12 @@ GraphCache::Entry& GraphCache::capture(const Key& key) {
     e->group_ids = at::arange(B, f32.dtype(at::kLong)) + kPadGroupBase;
     if (has_future) e->future = at::full({B, N * cfg_.patch_size}, std::numeric_limits<float>::quiet_NaN(), f32);
 
-    // Warm up on a side stream (cuBLAS handles, workspaces), then capture there.
-    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
-    c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();  // the static inputs were filled on it
-    {
-        c10::cuda::CUDAStreamGuard guard(stream);
-        for (int i = 0; i < 2; ++i) fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
-        stream.synchronize();
-        e->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);  // other threads' CUDA calls cannot break it
-        try {
-            e->out = fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
-        } catch (...) {
-            // End the capture so the stream is usable again, then report the original failure.
-            try {
-                e->graph.capture_end();
-            } catch (...) {
-            }
-            throw;
-        }
-        e->graph.capture_end();
-    }
-    stream.synchronize();
+    capture_graph(
+        e->graph, device_,
+        [&] {
+            for (int i = 0; i < 2; ++i) fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
+        },
+        [&] { e->out = fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton); });
     e->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
     pool_bytes_ += e->bytes;
     auto& slot = entries_[key];

@@ -67,6 +67,21 @@ at::Tensor rope_at(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0
     return x * emb.cos() + rotate_half(x) * emb.sin();
 }
 
+// decode_s1's input: HierarchicalEmbedding (both token embeddings scaled by sqrt(d), fused) plus
+// TemporalEmbedding (stamp columns minute, hour, weekday, day, month; summed in the reference's order).
+at::Tensor embed_tokens(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1, const at::Tensor& s2,
+                        const at::Tensor& stamp) {
+    const double scale = std::sqrt(static_cast<double>(cfg.d_model));
+    const at::Tensor e1 = at::embedding(w.emb_s1, s1) * scale;
+    const at::Tensor e2 = at::embedding(w.emb_s2, s2) * scale;
+    const at::Tensor x = linear(w.fusion, at::cat({e1, e2}, -1));
+    const at::Tensor st = stamp.to(at::kLong);
+    const at::Tensor te = at::embedding(w.hour, st.select(-1, 1)) + at::embedding(w.weekday, st.select(-1, 2)) +
+                          at::embedding(w.day, st.select(-1, 3)) + at::embedding(w.month, st.select(-1, 4)) +
+                          at::embedding(w.minute, st.select(-1, 0));
+    return x + te;
+}
+
 at::Tensor block(const Block& b, const at::Tensor& x_in) {
     at::Tensor x = x_in;
     {
@@ -108,15 +123,7 @@ at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& 
 
 std::pair<at::Tensor, at::Tensor> decode_s1(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
                                             const at::Tensor& s2, const at::Tensor& stamp) {
-    const double scale = std::sqrt(static_cast<double>(cfg.d_model));
-    const at::Tensor e1 = at::embedding(w.emb_s1, s1) * scale;
-    const at::Tensor e2 = at::embedding(w.emb_s2, s2) * scale;
-    at::Tensor x = linear(w.fusion, at::cat({e1, e2}, -1));
-    const at::Tensor st = stamp.to(at::kLong);
-    const at::Tensor te = at::embedding(w.hour, st.select(-1, 1)) + at::embedding(w.weekday, st.select(-1, 2)) +
-                          at::embedding(w.day, st.select(-1, 3)) + at::embedding(w.month, st.select(-1, 4)) +
-                          at::embedding(w.minute, st.select(-1, 0));
-    x = x + te;
+    at::Tensor x = embed_tokens(cfg, w, s1, s2, stamp);
     for (const auto& b : w.blocks) x = block(b, x);
     x = rms_norm(x, w.norm);
     return {linear(w.proj_s1, x), x};
@@ -135,12 +142,7 @@ std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, c
                                                    const at::Tensor& s2, const at::Tensor& stamp, KronosCache& c,
                                                    int64_t capacity) {
     const int64_t N = s1.size(0), Lnew = s1.size(1), pos0 = c.len, end = pos0 + Lnew;
-    const double scale = std::sqrt(static_cast<double>(cfg.d_model));
-    at::Tensor x = linear(w.fusion, at::cat({at::embedding(w.emb_s1, s1) * scale, at::embedding(w.emb_s2, s2) * scale}, -1));
-    const at::Tensor st = stamp.to(at::kLong);
-    x = x + (at::embedding(w.hour, st.select(-1, 1)) + at::embedding(w.weekday, st.select(-1, 2)) +
-             at::embedding(w.day, st.select(-1, 3)) + at::embedding(w.month, st.select(-1, 4)) +
-             at::embedding(w.minute, st.select(-1, 0)));
+    at::Tensor x = embed_tokens(cfg, w, s1, s2, stamp);
     if (c.k.empty()) {
         const int64_t H = w.blocks.empty() ? 1 : w.blocks[0].heads, hd = cfg.d_model / H, dh = cfg.d_model / w.dep_heads;
         for (size_t l = 0; l < w.blocks.size(); ++l) {
@@ -183,13 +185,9 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
                         int64_t top_k, double top_p, at::Generator& gen) {
     KronosCache& c = st.cache;
     const int64_t N = st.hist1.size(0), d = cfg.d_model;
-    const double scale = std::sqrt(static_cast<double>(cfg.d_model));
-    const at::Tensor t1 = st.hist1.index_select(1, st.pos), t2 = st.hist2.index_select(1, st.pos);  // [N, 1]
-    const at::Tensor stamp = st.stamps.index_select(1, st.pos).to(at::kLong);                          // [N, 1, 5]
-    at::Tensor x = linear(w.fusion, at::cat({at::embedding(w.emb_s1, t1) * scale, at::embedding(w.emb_s2, t2) * scale}, -1));
-    x = x + (at::embedding(w.hour, stamp.select(-1, 1)) + at::embedding(w.weekday, stamp.select(-1, 2)) +
-             at::embedding(w.day, stamp.select(-1, 3)) + at::embedding(w.month, stamp.select(-1, 4)) +
-             at::embedding(w.minute, stamp.select(-1, 0)));
+    // The input token at pos, its stamp: [N, 1], [N, 1, 5].
+    at::Tensor x = embed_tokens(cfg, w, st.hist1.index_select(1, st.pos), st.hist2.index_select(1, st.pos),
+                                st.stamps.index_select(1, st.pos));
     const at::Tensor mask = (st.positions <= st.pos).view({1, 1, 1, -1});
     // cutenative's kernels: RMS norms fused with the residual add before them, RoPE in place at the device-held
     // position (kernels/rms_norm.h, kernels/rope.h); the rest is the cached step's ATen ops.

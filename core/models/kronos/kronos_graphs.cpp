@@ -3,21 +3,12 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/zeros.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include "core/common/status.h"
+#include "core/runtime/cuda_graph.h"
 
 namespace cn::kronos {
-namespace {
-
-int64_t reserved_bytes(c10::Device d) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
-    return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
-}
-
-}  // namespace
 
 KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, c10::Device device)
     : cfg_(cfg), w_(w), device_(device), gen_(at::cuda::detail::createCUDAGenerator(device.index())) {
@@ -60,30 +51,13 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
     st.stamps = at::zeros({N, M, 5}, f32);
     st.pos = at::zeros({1}, i64);
     st.positions = at::arange(M, i64);
-    // Warm up on a side stream (cuBLAS handles, workspaces), rewind, then capture there.
-    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
-    // The buffers were filled on the current stream: the side stream must not read them before that is done
-    // (a token buffer read early would index the embeddings with garbage).
-    c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
-    {
-        c10::cuda::CUDAStreamGuard sg(stream);
-        for (int i = 0; i < 2; ++i) decode_step_static(cfg_, w_, st, temperature, top_k, top_p, gen_);
-        st.pos.zero_();
-        stream.synchronize();
-        e->graph.register_generator_state(gen_);
-        e->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);  // other threads' CUDA calls cannot break it
-        try {
-            decode_step_static(cfg_, w_, st, temperature, top_k, top_p, gen_);
-        } catch (...) {
-            try {
-                e->graph.capture_end();
-            } catch (...) {
-            }
-            throw;
-        }
-        e->graph.capture_end();
-    }
-    stream.synchronize();
+    capture_graph(
+        e->graph, device_,
+        [&] {  // two steps, then rewind the position: the capture starts from the same state
+            for (int i = 0; i < 2; ++i) decode_step_static(cfg_, w_, st, temperature, top_k, top_p, gen_);
+            st.pos.zero_();
+        },
+        [&] { decode_step_static(cfg_, w_, st, temperature, top_k, top_p, gen_); }, &gen_);
     e->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
     pool_bytes_ += e->bytes;
     e->last_used = ++tick_;

@@ -1,0 +1,24 @@
+// CUDA-graph capture shared by the models' graph caches (CUDA builds only).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include <ATen/core/Generator.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/Device.h>
+
+namespace cn {
+
+// Device bytes LibTorch's caching allocator has reserved on `device` (to measure what a capture keeps).
+int64_t reserved_bytes(c10::Device device);
+
+// Captures `pass` into `graph` on a side stream of `device`: first waits for the current stream (the static
+// inputs were filled there; reading them early is a race), runs `warmup` eagerly on the side stream (cuBLAS
+// handles, workspaces; it must leave the static state as the capture expects it), registers `gen` with the
+// graph when given, captures in thread-local mode (other threads' CUDA calls cannot invalidate it), and ends
+// the capture before rethrowing if `pass` throws. Returns when the side stream is idle.
+void capture_graph(at::cuda::CUDAGraph& graph, c10::Device device, const std::function<void()>& warmup,
+                   const std::function<void()>& pass, const at::Generator* gen = nullptr);
+
+}  // namespace cn
