@@ -21,6 +21,13 @@ Checks (any failure -> exit status 1):
     keyword_free.
 
 Prints a per-label table (use --markdown for a Markdown table).
+
+With --holdout, checks the holdout set (go/lora/testdata/prompts_holdout.jsonl)
+instead: the same schema, word-count and keyword_free checks, but ids look
+like h0001 (contiguous from h0001), split is "holdout", there is no dev/test
+rule, and no prompt may repeat one in the holdout file or in prompts.jsonl
+(case and whitespace insensitive). Minimum sizes: >= 270 prompts, >= 15 per
+style, >= 60 "none", >= 70% of style-labelled prompts keyword_free.
 Standard library only.
 """
 import argparse
@@ -34,6 +41,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CATALOG = os.path.join(ROOT, "go", "lora", "catalogs", "default.json")
 DEFAULT_PROMPTS = os.path.join(ROOT, "go", "lora", "testdata", "prompts.jsonl")
+DEFAULT_HOLDOUT = os.path.join(ROOT, "go", "lora", "testdata", "prompts_holdout.jsonl")
 
 DEV_FRACTION = 0.35
 MIN_TOTAL = 340
@@ -42,6 +50,9 @@ MIN_NONE = 70
 MIN_KEYWORD_FREE = 0.70
 MIN_WORDS, MAX_WORDS = 3, 40
 KEYS = {"id", "prompt", "label", "split", "keyword_free"}
+HOLDOUT_MIN_TOTAL = 270
+HOLDOUT_MIN_PER_STYLE = 15
+HOLDOUT_MIN_NONE = 60
 
 
 def hits(text, triggers):
@@ -80,25 +91,10 @@ def check_catalog(cat, errors):
     return names
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--catalog", default=DEFAULT_CATALOG)
-    ap.add_argument("--prompts", default=DEFAULT_PROMPTS)
-    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    ap.add_argument("--cross", action="store_true",
-                    help="list prompts that contain another style's trigger (informational)")
-    args = ap.parse_args()
-
-    errors = []
-    with open(args.catalog, encoding="utf-8") as f:
-        cat = json.load(f)
-    names = check_catalog(cat, errors)
-    trig = {l["name"]: l.get("triggers", []) for l in cat.get("loras", [])}
-    all_trig = [g for ts in trig.values() for g in ts]
-    labels = [l["name"] for l in cat.get("loras", [])] + ["none"]
-
+def read_prompts(path, names, trig, all_trig, errors, id_re, splits, other=None, other_name=""):
+    """Read and check one prompt file; return (rows, {normalised prompt: id})."""
     rows, ids, seen = [], set(), {}
-    with open(args.prompts, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 errors.append("line %d: empty line" % n)
@@ -112,7 +108,7 @@ def main():
                 errors.append("line %d: keys must be exactly %s" % (n, sorted(KEYS)))
                 continue
             rid, p, lab = r["id"], r["prompt"], r["label"]
-            if not isinstance(rid, str) or not re.fullmatch(r"p\d{4}", rid):
+            if not isinstance(rid, str) or not re.fullmatch(id_re, rid):
                 errors.append("line %d: bad id %r" % (n, rid))
             elif rid in ids:
                 errors.append("line %d: duplicate id %s" % (n, rid))
@@ -123,6 +119,8 @@ def main():
             key = " ".join(p.lower().split())
             if key in seen:
                 errors.append("line %d (%s): duplicate prompt of %s" % (n, rid, seen[key]))
+            if other and key in other:
+                errors.append("line %d (%s): duplicate of %s in %s" % (n, rid, other[key], other_name))
             seen[key] = rid
             if p != p.strip():
                 errors.append("%s: leading/trailing whitespace" % rid)
@@ -132,7 +130,7 @@ def main():
             if lab != "none" and lab not in names:
                 errors.append("%s: label %r not in catalog" % (rid, lab))
                 continue
-            if r["split"] not in ("dev", "test"):
+            if r["split"] not in splits:
                 errors.append("%s: split %r" % (rid, r["split"]))
             if not isinstance(r["keyword_free"], bool):
                 errors.append("%s: keyword_free must be a boolean" % rid)
@@ -140,6 +138,33 @@ def main():
             if r["keyword_free"] != (not h):
                 errors.append("%s: keyword_free=%s but triggers found: %s" % (rid, r["keyword_free"], h or "none"))
             rows.append(r)
+    return rows, seen
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--catalog", default=DEFAULT_CATALOG)
+    ap.add_argument("--prompts", default=DEFAULT_PROMPTS)
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--cross", action="store_true",
+                    help="list prompts that contain another style's trigger (informational)")
+    ap.add_argument("--holdout", action="store_true",
+                    help="check the holdout set instead (see --holdout-file); --prompts is then "
+                         "the frozen set it must not repeat")
+    ap.add_argument("--holdout-file", default=DEFAULT_HOLDOUT)
+    args = ap.parse_args()
+
+    errors = []
+    with open(args.catalog, encoding="utf-8") as f:
+        cat = json.load(f)
+    names = check_catalog(cat, errors)
+    trig = {l["name"]: l.get("triggers", []) for l in cat.get("loras", [])}
+    all_trig = [g for ts in trig.values() for g in ts]
+    labels = [l["name"] for l in cat.get("loras", [])] + ["none"]
+
+    if args.holdout:
+        return check_holdout(args, names, trig, all_trig, labels, errors)
+    rows, _ = read_prompts(args.prompts, names, trig, all_trig, errors, r"p\d{4}", ("dev", "test"))
 
     by_label = collections.defaultdict(list)
     strata = collections.defaultdict(list)
@@ -194,6 +219,10 @@ def main():
     if words:
         print("words per prompt: min %d  median %d  max %d"
               % (min(words), sorted(words)[len(words) // 2], max(words)))
+    return finish(args, rows, trig, errors)
+
+
+def finish(args, rows, trig, errors):
     if args.cross:
         print()
         print("prompts containing another style's trigger (informational):")
@@ -211,6 +240,57 @@ def main():
         return 1
     print("OK")
     return 0
+
+
+def check_holdout(args, names, trig, all_trig, labels, errors):
+    # The frozen set is only read for its prompts; its own problems are not reported here.
+    _, frozen = read_prompts(args.prompts, names, trig, all_trig, [], r"p\d{4}", ("dev", "test"))
+    rows, _ = read_prompts(args.holdout_file, names, trig, all_trig, errors, r"h\d{4}", ("holdout",),
+                           other=frozen, other_name=os.path.basename(args.prompts))
+    want_ids = ["h%04d" % i for i in range(1, len(rows) + 1)]
+    if sorted(r["id"] for r in rows) != want_ids:
+        errors.append("ids are not contiguous h0001..h%04d" % len(rows))
+
+    by_label = collections.defaultdict(list)
+    for r in rows:
+        by_label[r["label"]].append(r)
+    table = []
+    for lab in labels:
+        rs = by_label.get(lab, [])
+        kf = sum(r["keyword_free"] for r in rs)
+        table.append((lab, len(rs), kf, len(rs) - kf))
+        need = HOLDOUT_MIN_NONE if lab == "none" else HOLDOUT_MIN_PER_STYLE
+        if len(rs) < need:
+            errors.append("label %s: %d prompts (want >= %d)" % (lab, len(rs), need))
+    style = [r for r in rows if r["label"] != "none"]
+    kf_style = sum(r["keyword_free"] for r in style)
+    frac = kf_style / len(style) if style else 0.0
+    if len(rows) < HOLDOUT_MIN_TOTAL:
+        errors.append("total %d prompts (want >= %d)" % (len(rows), HOLDOUT_MIN_TOTAL))
+    if frac < MIN_KEYWORD_FREE:
+        errors.append("keyword_free fraction of style prompts %.3f (want >= %.2f)" % (frac, MIN_KEYWORD_FREE))
+
+    tot = [sum(t[i] for t in table) for i in range(1, 4)]
+    hdr = ("label", "total", "keyword_free", "with keyword")
+    if args.markdown:
+        print("| " + " | ".join(hdr) + " |")
+        print("|" + "|".join(["---"] + ["---:"] * 3) + "|")
+        for t in table:
+            print("| `%s` | %d | %d | %d |" % t)
+        print("| **all** | %d | %d | %d |" % tuple(tot))
+    else:
+        print("%-16s %6s %13s %13s" % hdr)
+        for t in table:
+            print("%-16s %6d %13d %13d" % t)
+        print("%-16s %6d %13d %13d" % (("all",) + tuple(tot)))
+    words = [len(r["prompt"].split()) for r in rows]
+    print()
+    print("holdout prompts: %d  style-labelled: %d  keyword_free among style-labelled: %d (%.1f%%)"
+          % (len(rows), len(style), kf_style, 100 * frac))
+    if words:
+        print("words per prompt: min %d  median %d  max %d"
+              % (min(words), sorted(words)[len(words) // 2], max(words)))
+    return finish(args, rows, trig, errors)
 
 
 if __name__ == "__main__":
