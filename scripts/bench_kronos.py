@@ -199,6 +199,17 @@ def main():
                 lines.append("| `%s` | %.0f | %.3f | %.3f |" % (e.key[:70], e.count / calls, e.self_cpu_time_total / calls / 1e3,
                                                             e.self_device_time_total / calls / 1e3))
             lines.append("")
+            # Device kernels by name (graph replays included: their kernels have no ATen op above them).
+            kern = {}
+            for e in prof.events():
+                if e.device_type == torch.autograd.DeviceType.CUDA:
+                    name = e.name if len(e.name) <= 90 else e.name[:87] + "..."
+                    c, t = kern.get(name, (0, 0.0))
+                    kern[name] = (c + 1, t + e.time_range.elapsed_us())
+            lines += ["| device kernel | launches per call | GPU ms per call | mean µs |", "|---|---:|---:|---:|"]
+            for name, (c, t) in sorted(kern.items(), key=lambda kv: -kv[1][1])[:30]:
+                lines.append("| `%s` | %.0f | %.3f | %.2f |" % (name.replace("|", "/"), c / calls, t / calls / 1e3, t / c))
+            lines.append("")
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

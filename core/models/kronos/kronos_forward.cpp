@@ -22,8 +22,12 @@
 #include <ATen/ops/topk.h>
 #include <ATen/ops/zeros.h>
 
+#include "kernels/kronos_embed.h"
+#include "kernels/kv_cache.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "kernels/swiglu.h"
 
 namespace cn::kronos {
 namespace {
@@ -181,45 +185,63 @@ at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& 
     return linear(w.proj_s2, x2.squeeze(1));
 }
 
+namespace {
+
+// sample_from_logits for the captured step: the same generator call (one exponential_ per token), the top-p
+// filter, softmax and draw on cutenative's kernels; the token also goes to hist[:, pos + 1].
+at::Tensor sample_static(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen,
+                         const at::Tensor& hist, const at::Tensor& pos) {
+    at::Tensor logits = logits_in / temperature;
+    at::Tensor probs;
+    if (top_k <= 0 && top_p < 1.0) {
+        auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
+        probs = kernels::top_p_probs(logits, sorted, idx, top_p);
+    } else {
+        if (top_k > 0) {
+            const int64_t k = std::min<int64_t>(top_k, logits.size(-1));
+            const at::Tensor kth = std::get<0>(at::topk(logits, k)).select(-1, k - 1).unsqueeze(-1);
+            logits.masked_fill_(logits < kth, -std::numeric_limits<double>::infinity());
+        }
+        probs = at::softmax(logits, -1);
+    }
+    const at::Tensor noise = at::empty_like(probs).exponential_(1, gen);
+    return kernels::draw_token(probs, noise, hist, pos);
+}
+
+}  // namespace
+
 void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
                         int64_t top_k, double top_p, at::Generator& gen) {
     KronosCache& c = st.cache;
     const int64_t N = st.hist1.size(0), d = cfg.d_model;
-    // The input token at pos, its stamp: [N, 1], [N, 1, 5].
-    at::Tensor x = embed_tokens(cfg, w, st.hist1.index_select(1, st.pos), st.hist2.index_select(1, st.pos),
-                                st.stamps.index_select(1, st.pos));
-    const at::Tensor mask = (st.positions <= st.pos).view({1, 1, 1, -1});
-    // cutenative's kernels: RMS norms fused with the residual add before them, RoPE in place at the device-held
-    // position (kernels/rms_norm.h, kernels/rope.h); the rest is the cached step's ATen ops.
+    // The input token at pos and its stamp -> [N, d].
+    at::Tensor x = linear(w.fusion, kernels::kronos_token_embed(st.hist1, st.hist2, st.pos, w.emb_s1, w.emb_s2,
+                                                                std::sqrt(static_cast<double>(d))));
+    kernels::kronos_add_time_(x, st.stamps, st.pos, {w.minute, w.hour, w.weekday, w.day, w.month});
     at::Tensor delta;  // the residual branch not yet added to x
     auto norm = [&](const at::Tensor& weight) {
         return delta.defined() ? kernels::add_rms_norm(x, delta, weight, 1e-5) : kernels::rms_norm(x, weight, 1e-5);
     };
     for (size_t l = 0; l < w.blocks.size(); ++l) {
         const Block& b = w.blocks[l];
-        const at::Tensor n = norm(b.norm1);
         const int64_t H = b.heads, hd = d / H;
-        const at::Tensor q = linear(b.q, n).view({N, 1, H, hd}), k = linear(b.k, n).view({N, 1, H, hd});
-        kernels::rope_(q, b.inv_freq, 0, st.pos);
-        kernels::rope_(k, b.inv_freq, 0, st.pos);
-        c.k[l].index_copy_(2, st.pos, k.transpose(1, 2));
-        c.v[l].index_copy_(2, st.pos, split_heads(linear(b.v, n), H));
-        const at::Tensor a = at::scaled_dot_product_attention(q.transpose(1, 2), c.k[l], c.v[l], mask, 0.0, false);
-        delta = linear(b.o, merge(a));
+        const at::Tensor qkv = linear(b.qkv, norm(b.norm1)).view({N, 3, H, hd});
+        const at::Tensor q = qkv.select(1, 0);
+        kernels::rope_kv_append_(q, qkv.select(1, 1), qkv.select(1, 2), c.k[l], c.v[l], st.pos, b.inv_freq);
+        delta = linear(b.o, kernels::decode_attention(q, c.k[l], c.v[l], st.pos, 1.0 / std::sqrt(static_cast<double>(hd))));
         const at::Tensor n2 = norm(b.norm2);
-        delta = at::linear(at::silu(at::linear(n2, b.w1)) * at::linear(n2, b.w3), b.w2);
+        delta = at::linear(kernels::swiglu(at::linear(n2, b.w13)), b.w2);
     }
     x = norm(w.norm);
-    c.dep_k.index_copy_(2, st.pos, split_heads(linear(w.dep_k, x), w.dep_heads));
-    c.dep_v.index_copy_(2, st.pos, split_heads(linear(w.dep_v, x), w.dep_heads));
-    const at::Tensor s1 = sample_from_logits(linear(w.proj_s1, x.squeeze(1)), temperature, top_k, top_p, gen);
-    const at::Tensor q2 = split_heads(linear(w.dep_q, at::embedding(w.emb_s1, s1)), w.dep_heads);
-    const at::Tensor a2 = at::scaled_dot_product_attention(q2, c.dep_k, c.dep_v, mask, 0.0, false);
-    const at::Tensor x2 = kernels::add_rms_norm(x, linear(w.dep_o, merge(a2)), w.dep_norm, 1e-5);
-    const at::Tensor s2 = sample_from_logits(linear(w.proj_s2, x2.squeeze(1)), temperature, top_k, top_p, gen);
-    const at::Tensor next = st.pos + 1;
-    st.hist1.index_copy_(1, next, s1);
-    st.hist2.index_copy_(1, next, s2);
+    const int64_t dh = d / w.dep_heads;
+    const at::Tensor kv = linear(w.dep_kv, x).view({N, 2, w.dep_heads, dh});
+    kernels::rope_kv_append_({}, kv.select(1, 0), kv.select(1, 1), c.dep_k, c.dep_v, st.pos, {});
+    const at::Tensor s1 = sample_static(linear(w.proj_s1, x), temperature, top_k, top_p, gen, st.hist1, st.pos);
+    // RoPE of the one-row query is the identity; the dependency keys are not rotated.
+    const at::Tensor q2 = linear(w.dep_q, at::embedding(w.emb_s1, s1.squeeze(1))).view({N, w.dep_heads, dh});
+    const at::Tensor a2 = kernels::decode_attention(q2, c.dep_k, c.dep_v, st.pos, 1.0 / std::sqrt(static_cast<double>(dh)));
+    const at::Tensor x2 = kernels::add_rms_norm(x, linear(w.dep_o, a2), w.dep_norm, 1e-5);
+    sample_static(linear(w.proj_s2, x2), temperature, top_k, top_p, gen, st.hist2, st.pos);
     st.pos.add_(1);
 }
 

@@ -22,6 +22,9 @@ struct Block {  // TransformerBlock: pre-norm, RoPE self-attention (causal), Swi
     at::Tensor norm1, norm2;
     Linear q, k, v, o;
     at::Tensor w1, w2, w3;
+    // The same weights fused for one GEMM each (q, k, v and w1, w3 are row slices of these; set at load).
+    Linear qkv;
+    at::Tensor w13;
     at::Tensor inv_freq;
     int64_t heads = 0;
 };
@@ -38,6 +41,7 @@ struct PredictorWeights {
     std::vector<Block> blocks;
     at::Tensor norm;
     Linear dep_q, dep_k, dep_v, dep_o;
+    Linear dep_kv;  // dep_k and dep_v fused (they are row slices of it; set at load)
     at::Tensor dep_norm, dep_inv_freq;
     int64_t dep_heads = 4;
     Linear proj_s1, proj_s2;
@@ -74,17 +78,18 @@ at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& 
                             const at::Tensor& s1, const KronosCache& cache);
 
 // The state of graph-capturable decoding for one batch shape: the cache (capacity M rows), the token history
-// [N, M + 1] (position p holds the token at p), the stamps per position [N, M, 5], the position of the next step's
-// input token (a device scalar) and arange(M) for the attention mask.
+// [N, M + 1] (position p holds the token at p), the stamps per position [N, M, 5] and the position of the next
+// step's input token (an int64 [1] on the device).
 struct KronosStepState {
     KronosCache cache;
-    at::Tensor hist1, hist2, stamps, pos, positions;
+    at::Tensor hist1, hist2, stamps, pos;
 };
 
 // One cached decode step that reads and writes only `st` (nothing the host needs to know): embeds the token at
-// pos, attends over the cache rows <= pos (a mask over all M rows: static shapes), samples s1 and s2 with
-// `gen` and writes them at pos + 1, then advances pos. Suitable for CUDA-graph capture. Equal to the cached
-// step up to rounding (masked attention over M rows instead of attention over pos + 1 rows).
+// pos, attends over the cache rows <= pos (static shapes), samples s1 and s2 with `gen` and writes them at
+// pos + 1, then advances pos. Suitable for CUDA-graph capture. Runs on cutenative's kernels (fused QKV and
+// w1|w3 GEMMs, kernels/kv_cache.h, swiglu.h, sampling.h, kronos_embed.h, rms_norm.h): equal to the cached step
+// up to the order of fp32 sums; the draws use the same generator calls (one exponential_ per sampled token).
 void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
                         int64_t top_k, double top_p, at::Generator& gen);
 

@@ -1,7 +1,6 @@
 #include "core/models/kronos/kronos_graphs.h"
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -50,7 +49,6 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
     st.hist2 = at::zeros({N, M + 1}, i64);
     st.stamps = at::zeros({N, M, 5}, f32);
     st.pos = at::zeros({1}, i64);
-    st.positions = at::arange(M, i64);
     capture_graph(
         e->graph, device_,
         [&] {  // two steps, then rewind the position: the capture starts from the same state

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <set>
 
@@ -34,6 +35,27 @@ at::Tensor default_inv_freq(int64_t dim, c10::Device device) {
     // 1.0 / (10000 ** (arange(0, dim, 2).float() / dim)), as RotaryPositionalEmbedding computes it
     const at::Tensor e = at::arange(0, dim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(dim);
     return (1.0 / at::pow(10000, e)).to(device);
+}
+
+// One Linear whose weight (and bias) rows are the parts' in order; the parts become row slices of it (same
+// values, so the unfused ops are unchanged) and the fused GEMM replaces several small ones.
+Linear fuse(std::initializer_list<Linear*> parts) {
+    std::vector<at::Tensor> ws, bs;
+    for (const Linear* l : parts) {
+        ws.push_back(l->w);
+        if (l->b.defined()) bs.push_back(l->b);
+    }
+    const bool bias = bs.size() == ws.size();
+    if (!bias && !bs.empty()) fail(Status::kInternal, "fuse: some parts have a bias and some do not");
+    Linear f{at::cat(ws, 0), bias ? at::cat(bs, 0) : at::Tensor()};
+    int64_t row = 0;
+    for (Linear* l : parts) {
+        const int64_t n = l->w.size(0);
+        l->w = f.w.narrow(0, row, n);
+        if (bias) l->b = f.b.narrow(0, row, n);
+        row += n;
+    }
+    return f;
 }
 
 struct Loader {
@@ -70,9 +92,14 @@ struct Loader {
         b.k = L(p + ".self_attn.k_proj");
         b.v = L(p + ".self_attn.v_proj");
         b.o = L(p + ".self_attn.out_proj");
+        b.qkv = fuse({&b.q, &b.k, &b.v});
         b.w1 = w.load(p + ".ffn.w1.weight");
         b.w2 = w.load(p + ".ffn.w2.weight");
         b.w3 = w.load(p + ".ffn.w3.weight");
+        Linear w1{b.w1, {}}, w3{b.w3, {}};
+        b.w13 = fuse({&w1, &w3}).w;
+        b.w1 = w1.w;
+        b.w3 = w3.w;
         b.heads = heads;
         b.inv_freq = inv_freq(p + ".self_attn.rotary.inv_freq", d / heads);
         return b;
@@ -513,8 +540,11 @@ private:
     static constexpr int64_t kMaxTokenRows = int64_t{1} << 20;  // sum over tasks of sample_count x window
     static constexpr float kMinTemperature = 1e-6f;
 
-    // Graph mode captures the cached step, valid while the window does not slide; one step needs no graph.
-    bool graphable(int64_t T0, int64_t P) const { return T0 + P - 1 <= cfg_.pred.max_context && P >= 2; }
+    // Graph mode captures the cached step, valid while the window does not slide; one step needs no graph. The
+    // step's attention kernel holds up to 8192 cache rows (kernels/kv_cache.h).
+    bool graphable(int64_t T0, int64_t P) const {
+        return T0 + P - 1 <= cfg_.pred.max_context && P >= 2 && cfg_.pred.max_context <= 8192;
+    }
 
     KronosConfig cfg_;
     TokenizerWeights tw_;
@@ -598,6 +628,7 @@ std::unique_ptr<Model> load_kronos(const std::string& dir, const format::ModelCo
     pr.dep_q = pl.L("dep_layer.cross_attn.q_proj");
     pr.dep_k = pl.L("dep_layer.cross_attn.k_proj");
     pr.dep_v = pl.L("dep_layer.cross_attn.v_proj");
+    pr.dep_kv = fuse({&pr.dep_k, &pr.dep_v});
     pr.dep_o = pl.L("dep_layer.cross_attn.out_proj");
     pr.dep_norm = pw.load("dep_layer.norm.weight");
     pr.dep_heads = p.dep_heads;

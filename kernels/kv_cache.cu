@@ -1,0 +1,185 @@
+// CUDA paths of kernels/kv_cache.h: rope_kv_append_ (one thread per element pair of the new token's q, k and
+// v) and decode_attention (one block per (row, head): scores in shared memory, fp32 softmax, fixed-order sums).
+#include "kernels/kv_cache.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels/cuda_util.cuh"
+
+namespace cn::kernels {
+
+void check_kv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
+              const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq);  // kv_cache.cpp
+
+namespace {
+
+using cuda::from_f;
+using cuda::round_to;
+using cuda::to_f;
+
+struct View3 {  // an [N, H, hd] view: element (n, h, i) at n * s0 + h * s1 + i
+    int64_t s0 = 0, s1 = 0;
+};
+
+template <class T>
+__global__ void rope_kv_append_kernel(T* q, View3 qv, const T* __restrict__ k, View3 kv, const T* __restrict__ v, View3 vv,
+                                      T* __restrict__ kc, T* __restrict__ vc, int64_t H, int64_t M, int64_t half,
+                                      const float* __restrict__ inv, const int64_t* __restrict__ pos, int64_t total) {
+    const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (t >= total) return;
+    const int64_t i = t % half, nh = t / half, h = nh % H, n = nh / H;
+    const int64_t p = *pos;
+    const int64_t hd = 2 * half;
+    T* kdst = kc + (nh * M + p) * hd;
+    T* vdst = vc + (nh * M + p) * hd;
+    const T* ks = k + n * kv.s0 + h * kv.s1;
+    const T* vs = v + n * vv.s0 + h * vv.s1;
+    vdst[i] = vs[i];
+    vdst[i + half] = vs[i + half];
+    if (!inv) {
+        kdst[i] = ks[i];
+        kdst[i + half] = ks[i + half];
+        return;
+    }
+    const float f = inv[i] * static_cast<float>(p);
+    const float c = round_to<T>(cosf(f)), s = round_to<T>(sinf(f));
+    {
+        const float x1 = to_f(ks[i]), x2 = to_f(ks[i + half]);
+        kdst[i] = from_f<T>(round_to<T>(x1 * c) - round_to<T>(x2 * s));
+        kdst[i + half] = from_f<T>(round_to<T>(x2 * c) + round_to<T>(x1 * s));
+    }
+    if (q) {
+        T* qp = q + n * qv.s0 + h * qv.s1;
+        const float x1 = to_f(qp[i]), x2 = to_f(qp[i + half]);
+        qp[i] = from_f<T>(round_to<T>(x1 * c) - round_to<T>(x2 * s));
+        qp[i + half] = from_f<T>(round_to<T>(x2 * c) + round_to<T>(x1 * s));
+    }
+}
+
+constexpr int kAttnThreads = 128;
+constexpr int64_t kMaxAttnRows = 8192;
+
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float partial[32];
+    __shared__ float total;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float m = lane < warps ? partial[lane] : -INFINITY;
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0) total = m;
+    }
+    __syncthreads();
+    return total;
+}
+
+template <class T>
+__global__ void decode_attention_kernel(const T* __restrict__ q, View3 qv, const T* __restrict__ kc, const T* __restrict__ vc,
+                                        int64_t H, int64_t M, int64_t hd, const int64_t* __restrict__ pos, float scale,
+                                        T* __restrict__ out) {
+    extern __shared__ float sm[];
+    const int64_t nh = blockIdx.x, n = nh / H, h = nh % H;
+    int64_t p = *pos;
+    p = p < 0 ? 0 : (p >= M ? M - 1 : p);  // the caller guarantees 0 <= p < M; never read outside the cache
+    const int64_t L = p + 1;
+    const int groups = hd < kAttnThreads ? static_cast<int>(kAttnThreads / hd) : 1;
+    float* qs = sm;
+    float* sc = qs + hd;
+    float* part = sc + M;
+    const T* qp = q + n * qv.s0 + h * qv.s1;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = to_f(qp[i]);
+    __syncthreads();
+    const T* kb = kc + nh * M * hd;
+    const T* vb = vc + nh * M * hd;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int64_t j = warp; j < L; j += warps) {
+        float s = 0.f;
+        for (int64_t i = lane; i < hd; i += 32) s += qs[i] * to_f(kb[j * hd + i]);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) sc[j] = s * scale;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) m = fmaxf(m, sc[j]);
+    m = block_max(m);
+    float local = 0.f;
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
+        const float e = expf(sc[j] - m);
+        sc[j] = e;
+        local += e;
+    }
+    const float sum = cuda::block_sum(local);  // ends with a barrier: sc is complete
+    for (int64_t idx = threadIdx.x; idx < groups * hd; idx += blockDim.x) {
+        const int64_t g = idx / hd, i = idx % hd;
+        float acc = 0.f;
+        for (int64_t j = g; j < L; j += groups) acc += sc[j] * to_f(vb[j * hd + i]);
+        part[idx] = acc;
+    }
+    __syncthreads();
+    T* o = out + nh * hd;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+        float acc = 0.f;
+        for (int g = 0; g < groups; ++g) acc += part[g * hd + i];
+        o[i] = from_f<T>(acc / sum);
+    }
+}
+
+View3 view_of(const at::Tensor& t) { return t.defined() ? View3{t.stride(0), t.stride(1)} : View3{}; }
+
+}  // namespace
+
+void rope_kv_append_cuda_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
+                          const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq) {
+    if (!k.defined() || !v.defined() || (q.defined() && !inv_freq.defined())) {
+        fail(Status::kInternal, "rope_kv_append_: k and v are required; q only with inv_freq");
+    }
+    check_kv(q, k, v, k_cache, v_cache, pos, inv_freq);
+    if (k_cache.size(3) % 2 != 0) fail(Status::kInternal, "rope_kv_append_: head dim must be even");
+    c10::cuda::CUDAGuard guard(k_cache.device());
+    const int64_t N = k_cache.size(0), H = k_cache.size(1), M = k_cache.size(2), half = k_cache.size(3) / 2;
+    const int64_t total = N * H * half;
+    if (total == 0) return;
+    const int threads = 128;
+    const int64_t blocks = (total + threads - 1) / threads;
+    if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "rope_kv_append_: tensor too large for one launch");
+    CN_DISPATCH_FLOAT_TYPES(k_cache.scalar_type(), "rope_kv_append_", [&] {
+        rope_kv_append_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            q.defined() ? reinterpret_cast<scalar_t*>(q.data_ptr()) : nullptr, view_of(q),
+            reinterpret_cast<const scalar_t*>(k.const_data_ptr()), view_of(k),
+            reinterpret_cast<const scalar_t*>(v.const_data_ptr()), view_of(v), reinterpret_cast<scalar_t*>(k_cache.data_ptr()),
+            reinterpret_cast<scalar_t*>(v_cache.data_ptr()), H, M, half,
+            inv_freq.defined() ? inv_freq.const_data_ptr<float>() : nullptr, pos.const_data_ptr<int64_t>(), total);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+}
+
+at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& pos,
+                                 double scale) {
+    if (!q.defined()) fail(Status::kInternal, "decode_attention: q is required");
+    check_kv(q, {}, {}, k_cache, v_cache, pos, {});
+    const int64_t N = k_cache.size(0), H = k_cache.size(1), M = k_cache.size(2), hd = k_cache.size(3);
+    if (M > kMaxAttnRows || hd > 1024) fail(Status::kUnsupported, "decode_attention: cache longer than 8192 rows or head dim over 1024");
+    c10::cuda::CUDAGuard guard(k_cache.device());
+    at::Tensor out = at::empty({N, H * hd}, k_cache.options());
+    if (N * H == 0 || hd == 0 || M == 0) return out;
+    if (N * H > INT32_MAX) fail(Status::kInvalidArgument, "decode_attention: too many rows for one launch");
+    const int64_t groups = hd < kAttnThreads ? kAttnThreads / hd : 1;
+    const size_t smem = static_cast<size_t>(hd + M + groups * hd) * sizeof(float);
+    CN_DISPATCH_FLOAT_TYPES(k_cache.scalar_type(), "decode_attention", [&] {
+        auto kernel = decode_attention_kernel<scalar_t>;
+        if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        kernel<<<static_cast<unsigned>(N * H), kAttnThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+            reinterpret_cast<const scalar_t*>(q.const_data_ptr()), view_of(q),
+            reinterpret_cast<const scalar_t*>(k_cache.const_data_ptr()), reinterpret_cast<const scalar_t*>(v_cache.const_data_ptr()),
+            H, M, hd, pos.const_data_ptr<int64_t>(), static_cast<float>(scale), reinterpret_cast<scalar_t*>(out.data_ptr()));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+    return out;
+}
+
+}  // namespace cn::kernels

@@ -1,0 +1,149 @@
+// CUDA paths of kernels/sampling.h: one block per row for both (the top-p scan runs over contiguous chunks of
+// the sorted row, one chunk per thread, then a block scan of the chunk sums).
+#include "kernels/sampling.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels/cuda_util.cuh"
+
+namespace cn::kernels {
+
+void check_top_p(const at::Tensor& logits, const at::Tensor& sorted, const at::Tensor& idx);                          // sampling.cpp
+void check_draw(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist, const at::Tensor& pos);  // sampling.cpp
+
+namespace {
+
+constexpr int kTopPThreads = 1024;
+constexpr int kDrawThreads = 256;
+constexpr int64_t kMaxVocab = 65536;
+
+// Exclusive prefix sum over the block in thread order.
+__device__ __forceinline__ float block_exclusive_scan(float v) {
+    __shared__ float warp_incl[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+    float incl = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const float u = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += u;
+    }
+    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0.f;
+    __syncthreads();
+    if (lane == 31) warp_incl[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        float w = lane < warps ? warp_incl[lane] : 0.f;
+        for (int o = 1; o < 32; o <<= 1) {
+            const float u = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += u;
+        }
+        if (lane < warps) warp_incl[lane] = w;
+    }
+    __syncthreads();
+    return (warp > 0 ? warp_incl[warp - 1] : 0.f) + excl;
+}
+
+__global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __restrict__ idx, float* __restrict__ out,
+                             int64_t V, float top_p) {
+    const int64_t r = blockIdx.x;
+    sorted += r * V;
+    idx += r * V;
+    out += r * V;
+    const float m = sorted[0];
+    const int64_t chunk = (V + blockDim.x - 1) / blockDim.x;
+    const int64_t b = threadIdx.x * chunk, e = b + chunk < V ? b + chunk : V;
+    float local = 0.f;
+    for (int64_t j = b; j < e; ++j) local += expf(sorted[j] - m);
+    const float S = cuda::block_sum(local);
+    float tot = 0.f;
+    for (int64_t j = b; j < e; ++j) tot += expf(sorted[j] - m) / S;
+    const float offset = block_exclusive_scan(tot);
+    float kept = 0.f, run = offset;
+    for (int64_t j = b; j < e; ++j) {
+        const float x = expf(sorted[j] - m);
+        if (j == 0 || !(run > top_p)) kept += x;
+        run += x / S;
+    }
+    const float S2 = cuda::block_sum(kept);
+    run = offset;
+    for (int64_t j = b; j < e; ++j) {
+        const float x = expf(sorted[j] - m);
+        out[idx[j]] = (j == 0 || !(run > top_p)) ? x / S2 : 0.f;
+        run += x / S;
+    }
+}
+
+__device__ __forceinline__ bool beats(float a, int64_t ia, float b, int64_t ib) {
+    if (isnan(a)) return !isnan(b) || ia < ib;
+    if (isnan(b)) return false;
+    return a > b || (a == b && ia < ib);
+}
+
+__global__ void draw_kernel(const float* __restrict__ probs, const float* __restrict__ noise, int64_t V, int64_t* __restrict__ tok,
+                            int64_t* __restrict__ hist, int64_t hist_stride, int64_t hist_len, const int64_t* __restrict__ pos) {
+    const int64_t r = blockIdx.x;
+    probs += r * V;
+    noise += r * V;
+    float best = -INFINITY;
+    int64_t bi = INT64_MAX;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        const float x = probs[i] / noise[i];
+        if (bi == INT64_MAX || beats(x, i, best, bi)) best = x, bi = i;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi != INT64_MAX && (bi == INT64_MAX || beats(ob, oi, best, bi))) best = ob, bi = oi;
+    }
+    __shared__ float wb[32];
+    __shared__ int64_t wi[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+    if (lane == 0) wb[warp] = best, wi[warp] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < warps; ++w) {
+            if (wi[w] != INT64_MAX && (bi == INT64_MAX || beats(wb[w], wi[w], best, bi))) best = wb[w], bi = wi[w];
+        }
+        tok[r] = bi;
+        if (hist) {
+            const int64_t col = *pos + 1;
+            if (col >= 0 && col < hist_len) hist[r * hist_stride + col] = bi;
+        }
+    }
+}
+
+}  // namespace
+
+at::Tensor top_p_probs_cuda(const at::Tensor& logits, const at::Tensor& sorted, const at::Tensor& idx, double top_p) {
+    check_top_p(logits, sorted, idx);
+    const int64_t N = logits.size(0), V = logits.size(1);
+    if (V > kMaxVocab) fail(Status::kUnsupported, "top_p_probs: vocabulary over 65536");
+    c10::cuda::CUDAGuard guard(logits.device());
+    at::Tensor out = at::empty({N, V}, logits.options());
+    if (N == 0 || V == 0) return out;
+    if (N > INT32_MAX) fail(Status::kInvalidArgument, "top_p_probs: too many rows");
+    top_p_kernel<<<static_cast<unsigned>(N), kTopPThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        sorted.const_data_ptr<float>(), idx.const_data_ptr<int64_t>(), out.data_ptr<float>(), V, static_cast<float>(top_p));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+at::Tensor draw_token_cuda(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist, const at::Tensor& pos) {
+    check_draw(probs, noise, hist, pos);
+    const int64_t N = probs.size(0), V = probs.size(1);
+    c10::cuda::CUDAGuard guard(probs.device());
+    at::Tensor tok = at::empty({N, 1}, probs.options().dtype(at::kLong));
+    if (N == 0) return tok;
+    if (V == 0) fail(Status::kInternal, "draw_token: empty vocabulary");
+    if (N > INT32_MAX) fail(Status::kInvalidArgument, "draw_token: too many rows");
+    draw_kernel<<<static_cast<unsigned>(N), kDrawThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        probs.const_data_ptr<float>(), noise.const_data_ptr<float>(), V, tok.data_ptr<int64_t>(),
+        hist.defined() ? hist.data_ptr<int64_t>() : nullptr, hist.defined() ? hist.stride(0) : 0, hist.defined() ? hist.size(1) : 0,
+        pos.defined() ? pos.const_data_ptr<int64_t>() : nullptr);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return tok;
+}
+
+}  // namespace cn::kernels

@@ -1,0 +1,162 @@
+// GPU (ctest label "gpu"): the CUDA paths of the decode-step kernels against fp64 references and against
+// their CPU paths, outputs poisoned where the kernel allocates none; the CUDA draw equals at::multinomial's
+// with the same CUDA seed. Skips without CUDA.
+#include <gtest/gtest.h>
+
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/multinomial.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/sort.h>
+
+#include "kernels/kronos_embed.h"
+#include "kernels/kv_cache.h"
+#include "kernels/sampling.h"
+#include "kernels/swiglu.h"
+#include "tests/kernels/decode_refs.h"
+
+using cn::test::expect_close;
+using cn::test::rtol;
+
+#define REQUIRE_CUDA()                                        \
+    do {                                                      \
+        if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device"; \
+    } while (0)
+
+#ifndef CN_WITH_CUDA
+TEST(DecodeKernelsGpu, Skipped) { GTEST_SKIP() << "built without CUDA kernels"; }
+#else
+
+TEST(SwigluGpu, MatchesFp64ReferenceAndCpu) {
+    REQUIRE_CUDA();
+    at::manual_seed(3);
+    for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (auto shape : {std::vector<int64_t>{2, 2048}, {5, 6}, {33, 2050}}) {
+            const at::Tensor x = (at::randn(shape) * 4).to(dt);
+            const at::Tensor got = cn::kernels::swiglu(x.cuda());
+            const std::string what = std::string(c10::toString(dt)) + " " + c10::str(shape);
+            expect_close(got, cn::test::ref_swiglu(x, dt), dt == at::kFloat ? 4e-7 : rtol(dt), 1e-30, what);
+            expect_close(got, cn::kernels::swiglu_cpu(x), dt == at::kFloat ? 4e-7 : rtol(dt), 1e-30, what + " vs cpu");
+        }
+    }
+}
+
+TEST(KvCacheGpu, AppendEqualsCpuPath) {
+    REQUIRE_CUDA();
+    at::manual_seed(5);
+    for (auto dt : {at::kFloat, at::kBFloat16}) {
+        const int64_t N = 3, H = 8, M = 40, hd = 64;
+        const at::Tensor qkv = at::randn({N, 3, H, hd}).to(dt), inv = at::rand({hd / 2}) * 0.5;
+        const at::Tensor kc = at::randn({N, H, M, hd}).to(dt), vc = at::randn({N, H, M, hd}).to(dt);
+        for (bool rope : {true, false}) {
+            at::Tensor qkv_c = qkv.clone(), kc_c = kc.clone(), vc_c = vc.clone();
+            at::Tensor qkv_g = qkv.cuda(), kc_g = kc.cuda(), vc_g = vc.cuda();
+            const at::Tensor pc = at::full({1}, 37, at::kLong), pg = pc.cuda();
+            const at::Tensor ic = rope ? inv : at::Tensor(), ig = rope ? inv.cuda() : at::Tensor();
+            cn::kernels::rope_kv_append_cpu_(rope ? qkv_c.select(1, 0) : at::Tensor(), qkv_c.select(1, 1), qkv_c.select(1, 2), kc_c,
+                                             vc_c, pc, ic);
+            cn::kernels::rope_kv_append_(rope ? qkv_g.select(1, 0) : at::Tensor(), qkv_g.select(1, 1), qkv_g.select(1, 2), kc_g, vc_g,
+                                         pg, ig);
+            const std::string what = std::string(c10::toString(dt)) + (rope ? " rope" : " copy");
+            expect_close(kc_g, kc_c, rtol(dt), 1e-6, what + " k cache");  // cosf/sinf vs std::cos/sin: an ulp
+            EXPECT_TRUE(at::equal(vc_g.cpu(), vc_c)) << what;
+            expect_close(qkv_g, qkv_c, rtol(dt), 1e-6, what + " q");
+        }
+    }
+}
+
+TEST(KvCacheGpu, DecodeAttentionMatchesFp64) {
+    REQUIRE_CUDA();
+    at::manual_seed(7);
+    for (auto dt : {at::kFloat, at::kBFloat16}) {
+        for (auto [H, hd, M] : {std::tuple<int64_t, int64_t, int64_t>{8, 64, 512}, {4, 128, 80}, {3, 48, 9}, {2, 256, 8192}}) {
+            const int64_t N = 2;
+            const at::Tensor qkv = at::randn({N, 3, H, hd}).to(dt);  // q as a strided view, like the step's
+            const at::Tensor kc = at::randn({N, H, M, hd}).to(dt), vc = at::randn({N, H, M, hd}).to(dt);
+            for (int64_t p : {int64_t{0}, M / 2, M - 1}) {
+                const at::Tensor got = cn::kernels::decode_attention(qkv.cuda().select(1, 0), kc.cuda(), vc.cuda(),
+                                                                     at::full({1}, p, at::kLong).cuda(), 1.0 / std::sqrt(double(hd)));
+                const std::string what = std::string(c10::toString(dt)) + " H" + std::to_string(H) + " hd" + std::to_string(hd) +
+                                         " M" + std::to_string(M) + " p" + std::to_string(p);
+                expect_close(got, cn::test::ref_decode_attention(qkv.select(1, 0), kc, vc, p, 1.0 / std::sqrt(double(hd))),
+                             dt == at::kFloat ? 1e-5 : rtol(dt), dt == at::kFloat ? 1e-6 : 1e-2, what);
+            }
+        }
+    }
+}
+
+TEST(SamplingGpu, TopPMatchesFp64AndCpu) {
+    REQUIRE_CUDA();
+    at::manual_seed(9);
+    for (int64_t V : {1024, 100, 4096, 3000}) {
+        for (double top_p : {0.9, 0.5, 0.999}) {
+            const at::Tensor logits = at::randn({5, V}) * 3;
+            std::vector<int64_t> kept;
+            const at::Tensor want = cn::test::ref_top_p(logits, top_p, &kept);
+            const at::Tensor lg = logits.cuda();
+            auto [sorted, idx] = at::sort(lg, -1, true);
+            const at::Tensor got = cn::kernels::top_p_probs(lg, sorted, idx, top_p).cpu();
+            const std::string what = "V " + std::to_string(V) + " top_p " + std::to_string(top_p);
+            expect_close(got, want, 1e-5, 1e-9, what);
+            auto [sc, ic] = at::sort(logits, -1, true);
+            expect_close(got, cn::kernels::top_p_probs_cpu(logits, sc, ic, top_p), 1e-5, 1e-9, what + " vs cpu");
+            for (int64_t n = 0; n < 5; ++n) EXPECT_EQ((got[n] > 0).sum().item<int64_t>(), kept[n]) << what << " row " << n;
+        }
+    }
+}
+
+TEST(SamplingGpu, DrawEqualsMultinomialWithTheSameSeedAndWritesHistory) {
+    REQUIRE_CUDA();
+    at::manual_seed(13);
+    const at::Tensor probs = at::softmax(at::randn({6, 1024}) * 2, -1).cuda();
+    for (uint64_t seed : {1u, 2u, 99u}) {
+        auto g1 = at::cuda::detail::createCUDAGenerator(0);
+        auto g2 = at::cuda::detail::createCUDAGenerator(0);
+        g1.set_current_seed(seed);
+        g2.set_current_seed(seed);
+        const at::Tensor want = at::multinomial(probs, 1, false, g1);
+        const at::Tensor noise = at::empty_like(probs).exponential_(1, g2);
+        const at::Tensor got = cn::kernels::draw_token(probs, noise);
+        EXPECT_TRUE(at::equal(got, want)) << seed;
+        EXPECT_TRUE(at::equal(got.cpu(), cn::kernels::draw_token_cpu(probs.cpu(), noise.cpu()))) << seed;
+    }
+    // Ties go to the first index, as in argmax; NaN wins; the history gets the token at pos + 1.
+    at::Tensor p = at::zeros({3, 300}, at::kFloat);
+    p[0][7] = 1, p[0][200] = 1;
+    p[1][299] = 1;
+    p[2][5] = std::numeric_limits<float>::quiet_NaN(), p[2][9] = 1;
+    at::Tensor hist = at::full({3, 4}, -1, at::kLong).cuda();
+    const at::Tensor tok = cn::kernels::draw_token(p.cuda(), at::ones_like(p).cuda(), hist, at::full({1}, 1, at::kLong).cuda()).cpu();
+    EXPECT_EQ(tok[0][0].item<int64_t>(), 7);
+    EXPECT_EQ(tok[1][0].item<int64_t>(), 299);
+    EXPECT_EQ(tok[2][0].item<int64_t>(), 5);
+    EXPECT_TRUE(at::equal(hist.cpu().select(1, 2), tok.squeeze(1)));
+    EXPECT_EQ(hist.cpu().select(1, 3).sum().item<int64_t>(), -3);
+}
+
+TEST(KronosEmbedGpu, EqualsCpuPath) {
+    REQUIRE_CUDA();
+    at::manual_seed(17);
+    const int64_t N = 3, L = 6, d = 512;
+    const at::Tensor e1 = at::randn({1024, d}), e2 = at::randn({1024, d});
+    const at::Tensor h1 = at::randint(1024, {N, L}, at::kLong), h2 = at::randint(1024, {N, L}, at::kLong);
+    const at::Tensor pos = at::full({1}, 3, at::kLong);
+    const at::Tensor got = cn::kernels::kronos_token_embed(h1.cuda(), h2.cuda(), pos.cuda(), e1.cuda(), e2.cuda(), std::sqrt(512.0));
+    EXPECT_TRUE(at::equal(got.cpu(), cn::kernels::kronos_token_embed_cpu(h1, h2, pos, e1, e2, std::sqrt(512.0))));
+    cn::kernels::KronosTimeTables t{at::randn({60, d}), at::randn({24, d}), at::randn({7, d}), at::randn({32, d}), at::randn({13, d})};
+    cn::kernels::KronosTimeTables tg{t.minute.cuda(), t.hour.cuda(), t.weekday.cuda(), t.day.cuda(), t.month.cuda()};
+    at::Tensor stamps = at::zeros({N, L, 5});
+    stamps.select(2, 0).fill_(45), stamps.select(2, 1).fill_(13), stamps.select(2, 2).fill_(6), stamps.select(2, 3).fill_(31),
+        stamps.select(2, 4).fill_(12);
+    at::Tensor x = at::randn({N, d}), xg = x.cuda();
+    cn::kernels::kronos_add_time_cpu_(x, stamps, pos, t);
+    cn::kernels::kronos_add_time_(xg, stamps.cuda(), pos.cuda(), tg);
+    EXPECT_TRUE(at::equal(xg.cpu(), x));
+}
+
+#endif
