@@ -12,7 +12,8 @@ do not depend on weight values). Workloads (seeded random-walk candles, 5-minute
 sample_count 1, T=1.0, top_p 0.9, top_k 0, max_context 512. Rows: reference (KronosPredictor.predict_batch,
 eval mode), cutenative eager (the reference's algorithm), cutenative fused (KV cache while the window has not
 slid; in (b) the window slides from the second step, so fused falls back to the full recompute there),
-cutenative graph (the cached decode step replayed from a CUDA graph; same fallback).
+cutenative graph (the cached decode step replayed from a CUDA graph; same fallback), and graph mode with bf16
+weights and activations (sampling in fp32; not exact: its values are compared by relative MAE).
 Timing: 2 warm-up calls, median of N timed calls (wall clock, torch.cuda.synchronize on both sides),
 torch.manual_seed / the run options' seed set to the same value before every call. Agreement: share of the
 sampled mean-path values equal to the reference's within 1e-4 relative (CUDA draws use the same Philox
@@ -49,7 +50,7 @@ class ModelParams(ctypes.Structure):
 
 
 class Cn:
-    def __init__(self, lib_path, model_dir, device, mode):
+    def __init__(self, lib_path, model_dir, device, mode, dtype=0):
         self.lib = lib = ctypes.CDLL(os.path.abspath(lib_path))
         vp, sz = ctypes.c_void_p, ctypes.c_size_t
         for name, res, args in [
@@ -74,6 +75,7 @@ class Cn:
         lib.cn_model_params_init(ctypes.byref(p))
         p.device_type = 1 if device == "cuda" else 0
         p.mode = mode
+        p.dtype = dtype  # 0 f32, 1 bf16
         self.m = vp()
         self.check(lib.cn_model_create(os.fsencode(model_dir), ctypes.byref(p), ctypes.byref(self.m), self.err))
         self.opts = vp()
@@ -131,9 +133,10 @@ def main():
     tok.save_pretrained(os.path.join(d, "tokenizer"))
     n_params = sum(p.numel() for p in mdl.parameters())
     pred = KronosPredictor(mdl, tok, device=dev, max_context=512)
-    rows = [("reference", None), ("cutenative eager", 0), ("cutenative fused (KV cache)", 2),
-            ("cutenative graph (KV cache + CUDA graphs)", 1)]
-    cns = {m: Cn(args.lib, d, dev, m) for _, m in rows if m is not None}
+    GRAPH = "cutenative graph (KV cache + CUDA graphs)"
+    rows = [("reference", None, 0), ("cutenative eager", 0, 0), ("cutenative fused (KV cache)", 2, 0), (GRAPH, 1, 0),
+            ("cutenative graph, bf16", 1, 1)]
+    cns = {label: Cn(args.lib, d, dev, m, dt) for label, m, dt in rows if m is not None}
 
     rng = np.random.default_rng(5)
     lines = ["# Kronos benchmark: reference predictor vs cutenative", "",
@@ -156,13 +159,13 @@ def main():
             series.append((df.values.astype(np.float32), np.array([int(t.timestamp()) for t in ts[:C]], np.int64),
                            np.array([int(t.timestamp()) for t in ts[C:]], np.int64)))
         results = {}
-        for label, mode in rows:
+        for label, mode, _ in rows:
             def call():
                 if mode is None:
                     torch.manual_seed(123)
                     out = pred.predict_batch(dfs, xts, yts, pred_len=P, T=1.0, top_k=0, top_p=0.9, sample_count=1, verbose=False)
                     return np.stack([o.values for o in out]).astype(np.float32)
-                return cns[mode].forecast(series, P, 123)
+                return cns[label].forecast(series, P, 123)
             for _ in range(2):
                 call()
             ts_ = []
@@ -174,19 +177,21 @@ def main():
                 ts_.append(time.perf_counter() - t0)
             results[label] = (statistics.median(ts_) * 1e3, y)
         ref_ms, ref_y = results["reference"]
-        lines += ["## (%s) %s" % (key, title), "", "| row | median ms | speedup | values equal to the reference (1e-4 rel.) |",
-                  "|---|---:|---:|---:|"]
-        for label, _ in rows:
+        lines += ["## (%s) %s" % (key, title), "",
+                  "| row | median ms | speedup | values equal to the reference (1e-4 rel.) | rel. MAE vs reference |",
+                  "|---|---:|---:|---:|---:|"]
+        for label, _, _ in rows:
             ms, y = results[label]
             eq = np.mean(np.abs(y - ref_y) <= 1e-4 * np.abs(ref_y) + 1e-6)
-            lines.append("| %s | %.2f | %.1fx | %.1f %% |" % (label, ms, ref_ms / ms, 100 * eq))
+            mae = np.mean(np.abs(y - ref_y)) / np.mean(np.abs(ref_y))
+            lines.append("| %s | %.2f | %.1fx | %.1f %% | %.2e |" % (label, ms, ref_ms / ms, 100 * eq, mae))
         lines.append("")
         if args.profile and dev == "cuda":
             from torch.profiler import ProfilerActivity, profile
             calls = 5
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for _ in range(calls):
-                    cns[1].forecast(series, P, 123)
+                    cns[GRAPH].forecast(series, P, 123)
                 sync()
             ev = prof.key_averages()
             cuda_total = sum(e.self_device_time_total for e in ev) / calls / 1e3

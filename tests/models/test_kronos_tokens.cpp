@@ -17,13 +17,18 @@
 
 namespace {
 
-// Runs every fixture case in `mode`; returns (tokens equal to the reference's, tokens compared).
-std::pair<size_t, size_t> run_cases(cn_mode mode, bool expect_identical) {
+// Runs every fixture case in `mode` (and `dtype`); returns (tokens equal to the reference's, tokens compared).
+// `greedy_only`: only the cases with top_k = 1.
+std::pair<size_t, size_t> run_cases(cn_mode mode, bool expect_identical, c10::ScalarType dtype = c10::kFloat,
+                                    bool greedy_only = false) {
     const auto cases = cn::test::kronos_cases();
     size_t checked = 0, equal = 0;
     for (const auto& c : cases) {
+        if (greedy_only && c["top_k"].get<int64_t>() != 1) continue;
         SCOPED_TRACE(c["name"].get<std::string>());
-        auto model = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/" + c["model"].get<std::string>(), cn::ModelOptions{});
+        cn::ModelOptions options;
+        options.dtype = dtype;
+        auto model = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/" + c["model"].get<std::string>(), options);
         model->set_mode(mode);
         const cn::ForecastRequest req = cn::test::kronos_request(c);
         cn::RunContext run;
@@ -66,4 +71,18 @@ TEST(KronosTokens, CachedDecodingAgreesWithTheReference) {
     const auto [equal, checked] = run_cases(CN_MODE_FUSED, false);
     std::printf("[ kronos   ] fused: %zu of %zu sampled tokens identical to the reference\n", equal, checked);
     EXPECT_GE(static_cast<double>(equal), 0.95 * static_cast<double>(checked));
+}
+
+// bf16 (opt-in precision): the same networks with bf16 weights and activations, sampling in fp32. Not exact:
+// a token whose logit margin is below bf16's resolution can change, and a path diverges after it. Measured on
+// these random-weight fixtures (printed below); the bound is the share of greedy (top_k = 1) tokens that must
+// still equal the fp32 reference's, in eager and in cached decoding.
+TEST(KronosTokens, Bf16GreedyTokensMostlyAgree) {
+    for (cn_mode mode : {CN_MODE_EAGER, CN_MODE_FUSED}) {
+        const auto [equal, checked] = run_cases(mode, false, c10::kBFloat16, /*greedy_only=*/true);
+        std::printf("[ kronos   ] bf16 %s greedy: %zu of %zu tokens identical to the fp32 reference\n",
+                    mode == CN_MODE_EAGER ? "eager" : "fused", equal, checked);
+        EXPECT_GT(checked, 0u);
+        EXPECT_GE(static_cast<double>(equal), 0.8 * static_cast<double>(checked));  // 48 of 50 on 2026-11-22
+    }
 }

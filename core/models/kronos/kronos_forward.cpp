@@ -50,7 +50,9 @@ std::pair<at::Tensor, at::Tensor> rope(const at::Tensor& q, const at::Tensor& k,
     const at::Tensor t = at::arange(L, inv_freq.options().dtype(at::kLong)).to(inv_freq.scalar_type());
     const at::Tensor freqs = at::outer(t, inv_freq);
     const at::Tensor emb = at::cat({freqs, freqs}, -1);
-    const at::Tensor cos = emb.cos().unsqueeze(0).unsqueeze(0), sin = emb.sin().unsqueeze(0).unsqueeze(0);
+    // Tables in the activations' dtype (a no-op in fp32; bf16 models round them like a bf16 reference).
+    const at::Tensor cos = emb.cos().to(q.scalar_type()).unsqueeze(0).unsqueeze(0),
+                     sin = emb.sin().to(q.scalar_type()).unsqueeze(0).unsqueeze(0);
     return {q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin};
 }
 
@@ -68,7 +70,7 @@ at::Tensor rope_at(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0
     const at::Tensor t = at::arange(pos0, pos0 + L, inv_freq.options().dtype(at::kLong)).to(inv_freq.scalar_type());
     const at::Tensor freqs = at::outer(t, inv_freq);
     const at::Tensor emb = at::cat({freqs, freqs}, -1);
-    return x * emb.cos() + rotate_half(x) * emb.sin();
+    return x * emb.cos().to(x.scalar_type()) + rotate_half(x) * emb.sin().to(x.scalar_type());
 }
 
 // decode_s1's input: HierarchicalEmbedding (both token embeddings scaled by sqrt(d), fused) plus
@@ -118,7 +120,7 @@ at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& 
     const at::Tensor mask = at::pow(2, at::arange(dim / 2, s1.options()));
     const at::Tensor b1 = (s1.unsqueeze(-1).bitwise_and(mask)) != 0;
     const at::Tensor b2 = (s2.unsqueeze(-1).bitwise_and(mask)) != 0;
-    at::Tensor q = at::cat({b1, b2}, -1).to(at::kFloat) * 2 - 1;
+    at::Tensor q = at::cat({b1, b2}, -1).to(w.post_quant_embed.w.scalar_type()) * 2 - 1;
     q = q * (1. / std::pow(static_cast<double>(dim), 0.5));
     at::Tensor z = linear(w.post_quant_embed, q);
     for (const auto& b : w.decoder) z = block(b, z);
@@ -191,7 +193,7 @@ namespace {
 // filter, softmax and draw on cutenative's kernels; the token also goes to hist[:, pos + 1].
 at::Tensor sample_static(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen,
                          const at::Tensor& hist, const at::Tensor& pos) {
-    at::Tensor logits = logits_in / temperature;
+    at::Tensor logits = logits_in.to(at::kFloat) / temperature;
     at::Tensor probs;
     if (top_k <= 0 && top_p < 1.0) {
         auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
@@ -246,7 +248,7 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
 }
 
 at::Tensor sample_from_logits(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen) {
-    at::Tensor logits = logits_in / temperature;
+    at::Tensor logits = logits_in.to(at::kFloat) / temperature;  // fp32 sampling for bf16 models too
     const double inf = std::numeric_limits<double>::infinity();
     if (top_k > 0) {
         const int64_t k = std::min<int64_t>(std::max<int64_t>(top_k, 1), logits.size(-1));

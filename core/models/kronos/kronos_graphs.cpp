@@ -36,15 +36,16 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
     const int64_t M = cfg_.max_context, d = cfg_.d_model;
     auto e = std::make_unique<Entry>();
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
+    const auto act = f32.dtype(w_.emb_s1.scalar_type());  // caches in the model's dtype
     const auto i64 = f32.dtype(at::kLong);
     KronosStepState& st = e->st;
     const int64_t H = w_.blocks.empty() ? 1 : w_.blocks[0].heads;
     for (size_t l = 0; l < w_.blocks.size(); ++l) {
-        st.cache.k.push_back(at::zeros({N, H, M, d / H}, f32));
-        st.cache.v.push_back(at::zeros({N, H, M, d / H}, f32));
+        st.cache.k.push_back(at::zeros({N, H, M, d / H}, act));
+        st.cache.v.push_back(at::zeros({N, H, M, d / H}, act));
     }
-    st.cache.dep_k = at::zeros({N, w_.dep_heads, M, d / w_.dep_heads}, f32);
-    st.cache.dep_v = at::zeros({N, w_.dep_heads, M, d / w_.dep_heads}, f32);
+    st.cache.dep_k = at::zeros({N, w_.dep_heads, M, d / w_.dep_heads}, act);
+    st.cache.dep_v = at::zeros({N, w_.dep_heads, M, d / w_.dep_heads}, act);
     st.hist1 = at::zeros({N, M + 1}, i64);
     st.hist2 = at::zeros({N, M + 1}, i64);
     st.stamps = at::zeros({N, M, 5}, f32);

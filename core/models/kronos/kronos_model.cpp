@@ -435,7 +435,7 @@ private:
                 .repeat({1, S, 1, 1})
                 .reshape({-1, len, ch});
         };
-        at::Tensor xt = at::clip(rep(x, T0, 6), -clip, clip);
+        at::Tensor xt = at::clip(rep(x, T0, 6), -clip, clip).to(options_.dtype);  // normalised on the host in fp32
         const at::Tensor full_stamp = rep(stamp, T0 + P, 5);
         auto [tok1, tok2] = tokenizer_encode(cfg_.tok, tw_, xt);
         const int64_t N = B * S;
@@ -507,7 +507,7 @@ private:
         }
         const int64_t total = T0 + P, ws = std::max<int64_t>(0, total - M);
         const at::Tensor z = tokenizer_decode(cfg_.tok, tw_, all1.slice(1, ws, total).contiguous(), all2.slice(1, ws, total).contiguous())
-                                 .to(at::kCPU)
+                                 .to(at::kCPU, at::kFloat)
                                  .contiguous();  // [N, Lw, 6]
         const int64_t Lw = z.size(1);
         const float* zp = z.const_data_ptr<float>();
@@ -566,8 +566,10 @@ void forecast_traced(Model& model, const ForecastRequest& req, RunContext& run, 
 }
 
 std::unique_ptr<Model> load_kronos(const std::string& dir, const format::ModelConfig& config, const ModelOptions& options) {
-    if (options.dtype != c10::kFloat) {
-        fail(Status::kUnsupported, "Kronos runs in fp32 in this build (the reference is fp32; bf16 is not implemented yet)");
+    // fp32 is the reference's precision (exact); bf16 runs the same networks with bf16 weights and activations
+    // (RoPE angles in fp32 with bf16 tables; norms and attention in bf16) and samples in fp32.
+    if (options.dtype != c10::kFloat && options.dtype != c10::kBFloat16) {
+        fail(Status::kUnsupported, "Kronos runs in fp32 or bf16 (f16 is not supported)");
     }
     const KronosConfig c = parse_kronos_config(config, dir);
     const WeightLoadOptions wo{options.device, options.dtype, options.mmap_weights, options.check_tensors};
