@@ -1,5 +1,6 @@
 // CUDA paths of kernels/kv_cache.h: rope_kv_append_ (one thread per element pair of the new token's q, k and
-// v) and decode_attention (one block per (row, head): scores in shared memory, fp32 softmax, fixed-order sums).
+// v) and decode_attention (one block per (row, head), a warp per cache row: scores in shared memory, fp32
+// softmax, fixed-order sums).
 #include "kernels/kv_cache.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -58,7 +59,10 @@ __global__ void rope_kv_append_kernel(T* q, View3 qv, const T* __restrict__ k, V
     }
 }
 
-constexpr int kAttnThreads = 128;
+constexpr int kAttnThreads = 256;  // 8 warps
+constexpr int kAttnWarps = kAttnThreads / 32;
+constexpr int kMaxHeadDim = 256;   // 8 values per lane
+constexpr int kUnroll = 4;         // cache rows in flight per warp
 constexpr int64_t kMaxAttnRows = 8192;
 
 __device__ __forceinline__ float block_max(float v) {
@@ -78,30 +82,50 @@ __device__ __forceinline__ float block_max(float v) {
     return total;
 }
 
+// One block per (row, head). Warp w owns cache rows j = w, w + 8, ...; lane l owns head dims l, l + 32, ...
+// (coalesced row reads), kUnroll rows at a time so their loads are in flight together (the step is latency-
+// bound: few blocks, short rows). Scores go to shared memory; the weighted sum of V is accumulated per warp in
+// registers, then the 8 warps' partial sums are added in a fixed order.
 template <class T>
-__global__ void decode_attention_kernel(const T* __restrict__ q, View3 qv, const T* __restrict__ kc, const T* __restrict__ vc,
-                                        int64_t H, int64_t M, int64_t hd, const int64_t* __restrict__ pos, float scale,
-                                        T* __restrict__ out) {
+__global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T* __restrict__ q, View3 qv, const T* __restrict__ kc,
+                                                                     const T* __restrict__ vc, int64_t H, int64_t M, int hd,
+                                                                     const int64_t* __restrict__ pos, float scale,
+                                                                     T* __restrict__ out) {
     extern __shared__ float sm[];
     const int64_t nh = blockIdx.x, n = nh / H, h = nh % H;
     int64_t p = *pos;
     p = p < 0 ? 0 : (p >= M ? M - 1 : p);  // the caller guarantees 0 <= p < M; never read outside the cache
     const int64_t L = p + 1;
-    const int groups = hd < kAttnThreads ? static_cast<int>(kAttnThreads / hd) : 1;
-    float* qs = sm;
-    float* sc = qs + hd;
-    float* part = sc + M;
+    float* sc = sm;                 // [M] scores, then weights
+    float* part = sc + M;           // [kAttnWarps][hd] partial outputs
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int per_lane = (hd + 31) / 32;
     const T* qp = q + n * qv.s0 + h * qv.s1;
-    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = to_f(qp[i]);
-    __syncthreads();
+    float qr[kMaxHeadDim / 32];
+#pragma unroll
+    for (int c = 0; c < kMaxHeadDim / 32; ++c) qr[c] = (c < per_lane && lane + 32 * c < hd) ? to_f(qp[lane + 32 * c]) : 0.f;
     const T* kb = kc + nh * M * hd;
     const T* vb = vc + nh * M * hd;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    for (int64_t j = warp; j < L; j += warps) {
-        float s = 0.f;
-        for (int64_t i = lane; i < hd; i += 32) s += qs[i] * to_f(kb[j * hd + i]);
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) sc[j] = s * scale;
+    for (int64_t j0 = warp; j0 < L; j0 += kAttnWarps * kUnroll) {
+        float s[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps;
+            s[u] = 0.f;
+            if (j < L) {
+#pragma unroll
+                for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+                    const int i = lane + 32 * c;
+                    if (c < per_lane && i < hd) s[u] += qr[c] * to_f(kb[j * hd + i]);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            for (int o = 16; o > 0; o >>= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+            const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps;
+            if (lane == 0 && j < L) sc[j] = s[u] * scale;
+        }
     }
     __syncthreads();
     float m = -INFINITY;
@@ -114,18 +138,39 @@ __global__ void decode_attention_kernel(const T* __restrict__ q, View3 qv, const
         local += e;
     }
     const float sum = cuda::block_sum(local);  // ends with a barrier: sc is complete
-    for (int64_t idx = threadIdx.x; idx < groups * hd; idx += blockDim.x) {
-        const int64_t g = idx / hd, i = idx % hd;
-        float acc = 0.f;
-        for (int64_t j = g; j < L; j += groups) acc += sc[j] * to_f(vb[j * hd + i]);
-        part[idx] = acc;
+    float acc[kMaxHeadDim / 32];
+#pragma unroll
+    for (int c = 0; c < kMaxHeadDim / 32; ++c) acc[c] = 0.f;
+    for (int64_t j0 = warp; j0 < L; j0 += kAttnWarps * kUnroll) {
+        float vv[kUnroll][kMaxHeadDim / 32];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps;
+#pragma unroll
+            for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+                const int i = lane + 32 * c;
+                vv[u][c] = (j < L && c < per_lane && i < hd) ? to_f(vb[j * hd + i]) : 0.f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps;
+            const float wgt = j < L ? sc[j] : 0.f;
+#pragma unroll
+            for (int c = 0; c < kMaxHeadDim / 32; ++c) acc[c] += wgt * vv[u][c];
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+        const int i = lane + 32 * c;
+        if (c < per_lane && i < hd) part[warp * hd + i] = acc[c];
     }
     __syncthreads();
     T* o = out + nh * hd;
-    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
-        float acc = 0.f;
-        for (int g = 0; g < groups; ++g) acc += part[g * hd + i];
-        o[i] = from_f<T>(acc / sum);
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        float r = 0.f;
+        for (int w = 0; w < kAttnWarps; ++w) r += part[w * hd + i];
+        o[i] = from_f<T>(r / sum);
     }
 }
 
@@ -163,20 +208,19 @@ at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache,
     if (!q.defined()) fail(Status::kInternal, "decode_attention: q is required");
     check_kv(q, {}, {}, k_cache, v_cache, pos, {});
     const int64_t N = k_cache.size(0), H = k_cache.size(1), M = k_cache.size(2), hd = k_cache.size(3);
-    if (M > kMaxAttnRows || hd > 1024) fail(Status::kUnsupported, "decode_attention: cache longer than 8192 rows or head dim over 1024");
+    if (M > kMaxAttnRows || hd > kMaxHeadDim) fail(Status::kUnsupported, "decode_attention: cache longer than 8192 rows or head dim over 256");
     c10::cuda::CUDAGuard guard(k_cache.device());
     at::Tensor out = at::empty({N, H * hd}, k_cache.options());
     if (N * H == 0 || hd == 0 || M == 0) return out;
     if (N * H > INT32_MAX) fail(Status::kInvalidArgument, "decode_attention: too many rows for one launch");
-    const int64_t groups = hd < kAttnThreads ? kAttnThreads / hd : 1;
-    const size_t smem = static_cast<size_t>(hd + M + groups * hd) * sizeof(float);
+    const size_t smem = static_cast<size_t>(M + kAttnWarps * hd) * sizeof(float);
     CN_DISPATCH_FLOAT_TYPES(k_cache.scalar_type(), "decode_attention", [&] {
         auto kernel = decode_attention_kernel<scalar_t>;
         if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         kernel<<<static_cast<unsigned>(N * H), kAttnThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
             reinterpret_cast<const scalar_t*>(q.const_data_ptr()), view_of(q),
             reinterpret_cast<const scalar_t*>(k_cache.const_data_ptr()), reinterpret_cast<const scalar_t*>(v_cache.const_data_ptr()),
-            H, M, hd, pos.const_data_ptr<int64_t>(), static_cast<float>(scale), reinterpret_cast<scalar_t*>(out.data_ptr()));
+            H, M, static_cast<int>(hd), pos.const_data_ptr<int64_t>(), static_cast<float>(scale), reinterpret_cast<scalar_t*>(out.data_ptr()));
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     return out;

@@ -15,7 +15,7 @@
 //   (the heads already merged).
 //
 // CPU paths (ATen composites: rope_, index_copy_, scaled_dot_product_attention with a mask) always; CUDA
-// paths when built with CUDA kernels (decode_attention's CUDA path needs M <= 8192).
+// paths when built with CUDA kernels (decode_attention's CUDA path: M <= 8192 and hd <= 256).
 #pragma once
 
 #include <ATen/core/Tensor.h>

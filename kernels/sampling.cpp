@@ -6,17 +6,15 @@
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/softmax.h>
+#include <ATen/ops/sort.h>
 
 #include "core/common/status.h"
 
 namespace cn::kernels {
 
-void check_top_p(const at::Tensor& logits, const at::Tensor& sorted, const at::Tensor& idx) {
-    if (!logits.defined() || logits.dim() != 2 || logits.scalar_type() != c10::kFloat || !logits.is_contiguous() ||
-        !sorted.defined() || sorted.sizes() != logits.sizes() || sorted.scalar_type() != c10::kFloat || !sorted.is_contiguous() ||
-        !idx.defined() || idx.sizes() != logits.sizes() || idx.scalar_type() != c10::kLong || !idx.is_contiguous() ||
-        sorted.device() != logits.device() || idx.device() != logits.device()) {
-        fail(Status::kInternal, "top_p_probs: logits, sorted (fp32) and idx (int64) must be contiguous [N, V] on one device");
+void check_top_p(const at::Tensor& logits) {
+    if (!logits.defined() || logits.dim() != 2 || logits.scalar_type() != c10::kFloat || !logits.is_contiguous()) {
+        fail(Status::kInternal, "top_p_probs: logits must be contiguous fp32 [N, V]");
     }
 }
 
@@ -33,8 +31,9 @@ void check_draw(const at::Tensor& probs, const at::Tensor& noise, const at::Tens
     }
 }
 
-at::Tensor top_p_probs_cpu(const at::Tensor& logits, const at::Tensor& sorted, const at::Tensor& idx, double top_p) {
-    check_top_p(logits, sorted, idx);
+at::Tensor top_p_probs_cpu(const at::Tensor& logits, double top_p) {
+    check_top_p(logits);
+    auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
     const at::Tensor cum = at::cumsum(at::softmax(sorted, -1), -1);
     at::Tensor remove = cum > top_p;
     remove.slice(-1, 1).copy_(remove.slice(-1, 0, -1).clone());
@@ -50,11 +49,11 @@ at::Tensor draw_token_cpu(const at::Tensor& probs, const at::Tensor& noise, cons
     return tok;
 }
 
-at::Tensor top_p_probs(const at::Tensor& logits, const at::Tensor& sorted, const at::Tensor& idx, double top_p) {
+at::Tensor top_p_probs(const at::Tensor& logits, double top_p) {
 #ifdef CN_WITH_CUDA
-    if (logits.is_cuda()) return top_p_probs_cuda(logits, sorted, idx, top_p);
+    if (logits.is_cuda()) return top_p_probs_cuda(logits, top_p);
 #endif
-    return top_p_probs_cpu(logits, sorted, idx, top_p);
+    return top_p_probs_cpu(logits, top_p);
 }
 
 at::Tensor draw_token(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist, const at::Tensor& pos) {

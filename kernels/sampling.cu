@@ -4,13 +4,14 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/sort.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "kernels/cuda_util.cuh"
 
 namespace cn::kernels {
 
-void check_top_p(const at::Tensor& logits, const at::Tensor& sorted, const at::Tensor& idx);                          // sampling.cpp
+void check_top_p(const at::Tensor& logits);                                                                       // sampling.cpp
 void check_draw(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist, const at::Tensor& pos);  // sampling.cpp
 
 namespace {
@@ -45,12 +46,9 @@ __device__ __forceinline__ float block_exclusive_scan(float v) {
     return (warp > 0 ? warp_incl[warp - 1] : 0.f) + excl;
 }
 
-__global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __restrict__ idx, float* __restrict__ out,
-                             int64_t V, float top_p) {
-    const int64_t r = blockIdx.x;
-    sorted += r * V;
-    idx += r * V;
-    out += r * V;
+// The top-p filter of one sorted row (sorted values / their indices, in global or shared memory) -> out row.
+template <class Idx>
+__device__ void top_p_row(const float* sorted, const Idx* idx, float* __restrict__ out, int64_t V, float top_p) {
     const float m = sorted[0];
     const int64_t chunk = (V + blockDim.x - 1) / blockDim.x;
     const int64_t b = threadIdx.x * chunk, e = b + chunk < V ? b + chunk : V;
@@ -73,6 +71,50 @@ __global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __
         out[idx[j]] = (j == 0 || !(run > top_p)) ? x / S2 : 0.f;
         run += x / S;
     }
+}
+
+__global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __restrict__ idx, float* __restrict__ out,
+                             int64_t V, float top_p) {
+    const int64_t r = blockIdx.x;
+    top_p_row(sorted + r * V, idx + r * V, out + r * V, V, top_p);
+}
+
+constexpr int kMaxFusedVocab = 4096;
+
+// a before b in the sorted order: larger value first, equal values in index order (a stable descending sort).
+__device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
+
+// Sorts the row in shared memory (bitonic, padded to a power of two with -inf after every real entry), then
+// filters it: one launch instead of at::sort's copies and radix sort plus the filter.
+__global__ void top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out, int64_t V, int P2, float top_p) {
+    extern __shared__ float smem[];
+    float* key = smem;
+    int* id = reinterpret_cast<int*>(smem + P2);
+    const int64_t r = blockIdx.x;
+    for (int i = threadIdx.x; i < P2; i += blockDim.x) {
+        key[i] = i < V ? logits[r * V + i] : -INFINITY;
+        id[i] = i;
+    }
+    __syncthreads();
+    for (int k = 2; k <= P2; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = threadIdx.x; i < P2; i += blockDim.x) {
+                const int l = i ^ j;
+                if (l > i) {
+                    const bool first_half = (i & k) == 0;  // this pair ends in sorted order; the other half reversed
+                    const bool swap = first_half ? before(key[l], id[l], key[i], id[i]) : before(key[i], id[i], key[l], id[l]);
+                    if (swap) {
+                        const float tk = key[i];
+                        key[i] = key[l], key[l] = tk;
+                        const int ti = id[i];
+                        id[i] = id[l], id[l] = ti;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    top_p_row(key, id, out + r * V, V, top_p);
 }
 
 __device__ __forceinline__ bool beats(float a, int64_t ia, float b, int64_t ib) {
@@ -116,16 +158,27 @@ __global__ void draw_kernel(const float* __restrict__ probs, const float* __rest
 
 }  // namespace
 
-at::Tensor top_p_probs_cuda(const at::Tensor& logits, const at::Tensor& sorted, const at::Tensor& idx, double top_p) {
-    check_top_p(logits, sorted, idx);
+at::Tensor top_p_probs_cuda(const at::Tensor& logits, double top_p) {
+    check_top_p(logits);
     const int64_t N = logits.size(0), V = logits.size(1);
     if (V > kMaxVocab) fail(Status::kUnsupported, "top_p_probs: vocabulary over 65536");
     c10::cuda::CUDAGuard guard(logits.device());
     at::Tensor out = at::empty({N, V}, logits.options());
     if (N == 0 || V == 0) return out;
     if (N > INT32_MAX) fail(Status::kInvalidArgument, "top_p_probs: too many rows");
-    top_p_kernel<<<static_cast<unsigned>(N), kTopPThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        sorted.const_data_ptr<float>(), idx.const_data_ptr<int64_t>(), out.data_ptr<float>(), V, static_cast<float>(top_p));
+    auto stream = at::cuda::getCurrentCUDAStream();
+    if (V <= kMaxFusedVocab) {
+        int P2 = 1;
+        while (P2 < V) P2 <<= 1;
+        const size_t smem = static_cast<size_t>(P2) * (sizeof(float) + sizeof(int));
+        top_p_fused_kernel<<<static_cast<unsigned>(N), kTopPThreads, smem, stream>>>(logits.const_data_ptr<float>(),
+                                                                                    out.data_ptr<float>(), V, P2,
+                                                                                    static_cast<float>(top_p));
+    } else {
+        auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
+        top_p_kernel<<<static_cast<unsigned>(N), kTopPThreads, 0, stream>>>(
+            sorted.const_data_ptr<float>(), idx.const_data_ptr<int64_t>(), out.data_ptr<float>(), V, static_cast<float>(top_p));
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }

@@ -12,6 +12,7 @@
 #include <ATen/ops/multinomial.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/randint.h>
+#include <ATen/ops/round.h>
 #include <ATen/ops/sort.h>
 
 #include "kernels/kronos_embed.h"
@@ -93,19 +94,21 @@ TEST(KvCacheGpu, DecodeAttentionMatchesFp64) {
 TEST(SamplingGpu, TopPMatchesFp64AndCpu) {
     REQUIRE_CUDA();
     at::manual_seed(9);
-    for (int64_t V : {1024, 100, 4096, 3000}) {
-        for (double top_p : {0.9, 0.5, 0.999}) {
-            const at::Tensor logits = at::randn({5, V}) * 3;
-            std::vector<int64_t> kept;
-            const at::Tensor want = cn::test::ref_top_p(logits, top_p, &kept);
-            const at::Tensor lg = logits.cuda();
-            auto [sorted, idx] = at::sort(lg, -1, true);
-            const at::Tensor got = cn::kernels::top_p_probs(lg, sorted, idx, top_p).cpu();
-            const std::string what = "V " + std::to_string(V) + " top_p " + std::to_string(top_p);
-            expect_close(got, want, 1e-5, 1e-9, what);
-            auto [sc, ic] = at::sort(logits, -1, true);
-            expect_close(got, cn::kernels::top_p_probs_cpu(logits, sc, ic, top_p), 1e-5, 1e-9, what + " vs cpu");
-            for (int64_t n = 0; n < 5; ++n) EXPECT_EQ((got[n] > 0).sum().item<int64_t>(), kept[n]) << what << " row " << n;
+    // 1024 / 100 / 3000 / 4096: the in-kernel sort (padded or not); 5000: at::sort, then the filter kernel.
+    // "ties": values on a 0.5 grid, so many are equal and the sort's order among them matters.
+    for (int64_t V : {1024, 100, 3000, 4096, 5000}) {
+        for (bool ties : {false, true}) {
+            for (double top_p : {0.9, 0.5, 0.999}) {
+                at::Tensor logits = at::randn({5, V}) * 3;
+                if (ties) logits = (logits * 2).round() / 2;
+                std::vector<int64_t> kept;
+                const at::Tensor want = cn::test::ref_top_p(logits, top_p, &kept);
+                const at::Tensor got = cn::kernels::top_p_probs(logits.cuda(), top_p).cpu();
+                const std::string what = "V " + std::to_string(V) + (ties ? " ties" : "") + " top_p " + std::to_string(top_p);
+                expect_close(got, want, 1e-5, 1e-9, what);
+                expect_close(got, cn::kernels::top_p_probs_cpu(logits, top_p), 1e-5, 1e-9, what + " vs cpu");
+                for (int64_t n = 0; n < 5; ++n) EXPECT_EQ((got[n] > 0).sum().item<int64_t>(), kept[n]) << what << " row " << n;
+            }
         }
     }
 }

@@ -196,8 +196,7 @@ at::Tensor sample_static(const at::Tensor& logits_in, double temperature, int64_
     at::Tensor logits = logits_in.to(at::kFloat) / temperature;
     at::Tensor probs;
     if (top_k <= 0 && top_p < 1.0) {
-        auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
-        probs = kernels::top_p_probs(logits, sorted, idx, top_p);
+        probs = kernels::top_p_probs(logits, top_p);
     } else {
         if (top_k > 0) {
             const int64_t k = std::min<int64_t>(top_k, logits.size(-1));

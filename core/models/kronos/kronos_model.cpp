@@ -541,9 +541,10 @@ private:
     static constexpr float kMinTemperature = 1e-6f;
 
     // Graph mode captures the cached step, valid while the window does not slide; one step needs no graph. The
-    // step's attention kernel holds up to 8192 cache rows (kernels/kv_cache.h).
+    // step's attention kernel holds up to 8192 cache rows of head dim <= 256 (kernels/kv_cache.h).
     bool graphable(int64_t T0, int64_t P) const {
-        return T0 + P - 1 <= cfg_.pred.max_context && P >= 2 && cfg_.pred.max_context <= 8192;
+        const int64_t d = cfg_.pred.d_model, heads = std::min<int64_t>(cfg_.pred.n_heads, pw_.dep_heads);
+        return T0 + P - 1 <= cfg_.pred.max_context && P >= 2 && cfg_.pred.max_context <= 8192 && d / heads <= 256;
     }
 
     KronosConfig cfg_;
