@@ -62,7 +62,6 @@ __global__ void rope_kv_append_kernel(T* q, View3 qv, const T* __restrict__ k, V
 constexpr int kAttnThreads = 256;  // 8 warps
 constexpr int kAttnWarps = kAttnThreads / 32;
 constexpr int kMaxHeadDim = 256;   // 8 values per lane
-constexpr int kUnroll = 4;         // cache rows in flight per warp
 constexpr int64_t kMaxAttnRows = 8192;
 
 __device__ __forceinline__ float block_max(float v) {
@@ -83,10 +82,10 @@ __device__ __forceinline__ float block_max(float v) {
 }
 
 // One block per (row, head). Warp w owns cache rows j = w, w + 8, ...; lane l owns head dims l, l + 32, ...
-// (coalesced row reads), kUnroll rows at a time so their loads are in flight together (the step is latency-
-// bound: few blocks, short rows). Scores go to shared memory; the weighted sum of V is accumulated per warp in
+// (PL = ceil(hd / 32) values; coalesced row reads), 32 / PL rows at a time so their loads are in flight
+// together (the step is latency-bound: few blocks, short rows; 128 rows of hd 64 take one round trip). Scores go to shared memory; the weighted sum of V is accumulated per warp in
 // registers, then the 8 warps' partial sums are added in a fixed order.
-template <class T>
+template <class T, int PL>
 __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T* __restrict__ q, View3 qv, const T* __restrict__ kc,
                                                                      const T* __restrict__ vc, int64_t H, int64_t M, int hd,
                                                                      const int64_t* __restrict__ pos, float scale,
@@ -99,11 +98,11 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T*
     float* sc = sm;                 // [M] scores, then weights
     float* part = sc + M;           // [kAttnWarps][hd] partial outputs
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int per_lane = (hd + 31) / 32;
+    constexpr int per_lane = PL, kUnroll = 32 / PL;
     const T* qp = q + n * qv.s0 + h * qv.s1;
-    float qr[kMaxHeadDim / 32];
+    float qr[PL];
 #pragma unroll
-    for (int c = 0; c < kMaxHeadDim / 32; ++c) qr[c] = (c < per_lane && lane + 32 * c < hd) ? to_f(qp[lane + 32 * c]) : 0.f;
+    for (int c = 0; c < PL; ++c) qr[c] = (c < per_lane && lane + 32 * c < hd) ? to_f(qp[lane + 32 * c]) : 0.f;
     const T* kb = kc + nh * M * hd;
     const T* vb = vc + nh * M * hd;
     for (int64_t j0 = warp; j0 < L; j0 += kAttnWarps * kUnroll) {
@@ -114,7 +113,7 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T*
             s[u] = 0.f;
             if (j < L) {
 #pragma unroll
-                for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+                for (int c = 0; c < PL; ++c) {
                     const int i = lane + 32 * c;
                     if (c < per_lane && i < hd) s[u] += qr[c] * to_f(kb[j * hd + i]);
                 }
@@ -138,16 +137,16 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T*
         local += e;
     }
     const float sum = cuda::block_sum(local);  // ends with a barrier: sc is complete
-    float acc[kMaxHeadDim / 32];
+    float acc[PL];
 #pragma unroll
-    for (int c = 0; c < kMaxHeadDim / 32; ++c) acc[c] = 0.f;
+    for (int c = 0; c < PL; ++c) acc[c] = 0.f;
     for (int64_t j0 = warp; j0 < L; j0 += kAttnWarps * kUnroll) {
-        float vv[kUnroll][kMaxHeadDim / 32];
+        float vv[kUnroll][PL];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps;
 #pragma unroll
-            for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+            for (int c = 0; c < PL; ++c) {
                 const int i = lane + 32 * c;
                 vv[u][c] = (j < L && c < per_lane && i < hd) ? to_f(vb[j * hd + i]) : 0.f;
             }
@@ -157,11 +156,11 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T*
             const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps;
             const float wgt = j < L ? sc[j] : 0.f;
 #pragma unroll
-            for (int c = 0; c < kMaxHeadDim / 32; ++c) acc[c] += wgt * vv[u][c];
+            for (int c = 0; c < PL; ++c) acc[c] += wgt * vv[u][c];
         }
     }
 #pragma unroll
-    for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+    for (int c = 0; c < PL; ++c) {
         const int i = lane + 32 * c;
         if (c < per_lane && i < hd) part[warp * hd + i] = acc[c];
     }
@@ -215,7 +214,11 @@ at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache,
     if (N * H > INT32_MAX) fail(Status::kInvalidArgument, "decode_attention: too many rows for one launch");
     const size_t smem = static_cast<size_t>(M + kAttnWarps * hd) * sizeof(float);
     CN_DISPATCH_FLOAT_TYPES(k_cache.scalar_type(), "decode_attention", [&] {
-        auto kernel = decode_attention_kernel<scalar_t>;
+        const int pl = static_cast<int>((hd + 31) / 32);
+        auto kernel = pl <= 1 ? decode_attention_kernel<scalar_t, 1>
+                      : pl <= 2 ? decode_attention_kernel<scalar_t, 2>
+                      : pl <= 4 ? decode_attention_kernel<scalar_t, 4>
+                                : decode_attention_kernel<scalar_t, 8>;
         if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         kernel<<<static_cast<unsigned>(N * H), kAttnThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
             reinterpret_cast<const scalar_t*>(q.const_data_ptr()), view_of(q),
