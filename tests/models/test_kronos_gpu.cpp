@@ -103,3 +103,47 @@ TEST(KronosGpu, Bf16ModesRunAndAgreeMostly) {
     const Runs again = run_all(CN_MODE_GRAPH, c10::kBFloat16);
     for (size_t c = 0; c < graph.outs.size(); ++c) EXPECT_EQ(graph.outs[c], again.outs[c]) << "case " << c;
 }
+
+// Graph mode keeps at most KronosGraphs::kMaxEnds prologue/epilogue graphs per batch shape; a call whose tasks
+// have more distinct history lengths for one row count replays only the step (eager prologue). Both paths must
+// draw what eager mode draws: six tasks of different lengths, cut from one fixture series.
+TEST(KronosGpu, ManyHistoryLengthsFallBackToTheStepGraph) {
+    if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+    nlohmann::json c;
+    for (const auto& x : cn::test::kronos_cases()) {
+        if (x["name"] == "a_top_p") c = x;
+    }
+    ASSERT_FALSE(c.is_null());
+    nlohmann::json many = c;
+    many["series"] = nlohmann::json::array();
+    for (int cut = 0; cut < 6; ++cut) {  // histories 30, 29, ..., 25: six batches of one row each
+        nlohmann::json s = c["series"][0];
+        for (auto& ch : s["values"]) ch.erase(ch.begin(), ch.begin() + cut);
+        s["history_ts"].erase(s["history_ts"].begin(), s["history_ts"].begin() + cut);
+        many["series"].push_back(s);
+    }
+    const cn::ForecastRequest req = cn::test::kronos_request(many);
+    auto run_mode = [&](cn_mode mode) {
+        cn::ModelOptions o;
+        o.device = c10::Device(c10::kCUDA, 0);
+        auto m = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/tiny_a", o);
+        m->set_mode(mode);
+        cn::RunContext run;
+        run.seed = 7;
+        run.begin();
+        std::vector<float> out(req.series.size() * req.horizon);
+        cn::kronos::KronosTrace t;
+        cn::kronos::forecast_traced(*m, req, run, out.data(), out.size(), &t);
+        return t;
+    };
+    const auto eager = run_mode(CN_MODE_EAGER), graph = run_mode(CN_MODE_GRAPH);
+    ASSERT_EQ(eager.s1.size(), 6u);
+    size_t eq = 0, n = 0;
+    for (size_t r = 0; r < 6; ++r) {
+        for (size_t k = 0; k < eager.s1[r].size(); ++k) {
+            eq += (eager.s1[r][k] == graph.s1[r][k]) + (eager.s2[r][k] == graph.s2[r][k]);
+            n += 2;
+        }
+    }
+    EXPECT_GE(static_cast<double>(eq), 0.95 * n) << eq << " of " << n;
+}

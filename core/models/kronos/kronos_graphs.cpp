@@ -9,8 +9,9 @@
 
 namespace cn::kronos {
 
-KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, c10::Device device)
-    : cfg_(cfg), w_(w), device_(device), gen_(at::cuda::detail::createCUDAGenerator(device.index())) {
+KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg,
+                           const TokenizerWeights& tw, c10::Device device)
+    : cfg_(cfg), w_(w), tcfg_(tcfg), tw_(tw), device_(device), gen_(at::cuda::detail::createCUDAGenerator(device.index())) {
     if (!device.is_cuda()) fail(Status::kUnsupported, "graph mode needs a CUDA device");
 }
 
@@ -35,6 +36,9 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
     const int64_t before = reserved_bytes(device_);
     const int64_t M = cfg_.max_context, d = cfg_.d_model;
     auto e = std::make_unique<Entry>();
+    e->temperature = temperature;
+    e->top_k = top_k;
+    e->top_p = top_p;
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
     const auto act = f32.dtype(w_.emb_s1.scalar_type());  // caches in the model's dtype
     const auto i64 = f32.dtype(at::kLong);
@@ -62,6 +66,62 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
     e->last_used = ++tick_;
     auto& slot = entries_[key];
     slot = std::move(e);
+    return *slot;
+}
+
+KronosGraphs::Ends* KronosGraphs::find_ends(Entry& e, int64_t T0, int64_t P) {
+    auto it = e.ends.find({T0, P});
+    return it == e.ends.end() ? nullptr : it->second.get();
+}
+
+KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
+    if (Ends* found = find_ends(e, T0, P)) {
+        found->last_used = ++tick_;
+        return *found;
+    }
+    if (e.ends.size() >= kMaxEnds) {
+        auto victim = e.ends.begin();
+        for (auto it = e.ends.begin(); it != e.ends.end(); ++it) {
+            if (it->second->last_used < victim->second->last_used) victim = it;
+        }
+        e.bytes -= victim->second->bytes;
+        pool_bytes_ -= victim->second->bytes;
+        e.ends.erase(victim);
+    }
+    c10::cuda::CUDAGuard guard(device_);
+    const int64_t before = reserved_bytes(device_);
+    const int64_t M = cfg_.max_context, N = e.st.hist1.size(0), total = T0 + P, ws = std::max<int64_t>(0, total - M);
+    auto en = std::make_unique<Ends>();
+    en->x = at::zeros({N, T0, 6}, at::TensorOptions().dtype(w_.emb_s1.scalar_type()).device(device_));
+    KronosStepState& st = e.st;
+    // Prologue: tokens of the history, the cache prefilled with them, the first step's s1 and s2 drawn exactly as
+    // the cached path draws them, and pos at T0 for the step graph.
+    auto prologue = [&] {
+        auto [t1, t2] = tokenizer_encode(tcfg_, tw_, en->x);
+        st.hist1.narrow(1, 0, T0).copy_(t1);
+        st.hist2.narrow(1, 0, T0).copy_(t2);
+        KronosCache c = st.cache;
+        c.len = 0;
+        auto [logits1, last] = decode_s1_cached(cfg_, w_, t1, t2, st.stamps.narrow(1, 0, T0), c, M);
+        const at::Tensor s1 = sample_from_logits(logits1, e.temperature, e.top_k, e.top_p, gen_);
+        const at::Tensor s2 = sample_from_logits(decode_s2_cached(cfg_, w_, last, s1, c), e.temperature, e.top_k, e.top_p, gen_);
+        st.hist1.narrow(1, T0, 1).copy_(s1);
+        st.hist2.narrow(1, T0, 1).copy_(s2);
+        st.pos.fill_(T0);
+    };
+    capture_graph(en->prologue, device_, prologue, prologue, &gen_);
+    en->z = at::zeros({N, total - ws, tcfg_.d_in}, en->x.options());
+    auto epilogue = [&] {
+        en->z.copy_(tokenizer_decode(tcfg_, tw_, st.hist1.narrow(1, ws, total - ws).contiguous(),
+                                     st.hist2.narrow(1, ws, total - ws).contiguous()));
+    };
+    capture_graph(en->epilogue, device_, epilogue, epilogue);
+    en->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
+    e.bytes += en->bytes;
+    pool_bytes_ += en->bytes;
+    en->last_used = ++tick_;
+    auto& slot = e.ends[{T0, P}];
+    slot = std::move(en);
     return *slot;
 }
 

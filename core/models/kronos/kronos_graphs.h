@@ -1,8 +1,10 @@
 // Graph mode for Kronos (CUDA): the cached decode step (decode_step_static) captured once per batch shape and
 // sampling setting, then replayed once per forecast step with no host round trip; tokens accumulate in the
 // entry's static history and are copied out after the last replay (no output is ever read from a buffer a later
-// replay overwrites). The prefill, the first step and the tokenizer passes run eagerly. Used while the window
-// does not slide (history + horizon - 1 <= max_context); otherwise the cached or reference path runs.
+// replay overwrites). Per (history length, horizon) an entry also holds two more graphs ("ends"): the prologue
+// (tokenizer encode, the prefill of the cache, the first step's draws) and the epilogue (tokenizer decode), so
+// a call is one prologue, horizon - 1 steps and one epilogue, all replays. Used while the window does not
+// slide (history + horizon - 1 <= max_context); otherwise the cached or reference path runs.
 // Calls are serialised: the entries own static buffers and share the model's generator.
 #pragma once
 
@@ -12,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 #include <ATen/core/Generator.h>
 #include <ATen/cuda/CUDAGraph.h>
@@ -22,17 +25,30 @@ namespace cn::kronos {
 
 class KronosGraphs {
 public:
-    KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, c10::Device device);
+    KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg, const TokenizerWeights& tw,
+                 c10::Device device);
     ~KronosGraphs();
     KronosGraphs(const KronosGraphs&) = delete;
     KronosGraphs& operator=(const KronosGraphs&) = delete;
 
+    struct Ends {  // the prologue and epilogue of one (T0, P), on the entry's static state
+        at::cuda::CUDAGraph prologue, epilogue;
+        at::Tensor x;  // input: normalised candles [N, T0, 6] (model dtype)
+        at::Tensor z;  // output: decoded candles of the last window [N, Lw, 6] (model dtype)
+        uint64_t last_used = 0, bytes = 0;
+    };
     struct Entry {
         at::cuda::CUDAGraph graph;
         KronosStepState st;
+        std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Ends>> ends;  // by (T0, P)
+        double temperature = 1;
+        int64_t top_k = 0;
+        double top_p = 1;
         uint64_t last_used = 0;
-        uint64_t bytes = 0;
+        uint64_t bytes = 0;  // the step graph's and the ends'
     };
+    // Ends kept per entry (LRU beyond); a call needing more for one entry replays only the step.
+    static constexpr size_t kMaxEnds = 4;
     // Entries kept (each holds static caches of max_context rows for its batch shape); the least recently used
     // one is evicted beyond that. A call that would need more distinct entries runs without graphs.
     static constexpr size_t kMaxEntries = 8;
@@ -40,6 +56,10 @@ public:
     bool fits(size_t distinct_keys) const { return distinct_keys <= kMaxEntries; }
     // The entry for `rows` batch rows and these sampling parameters, captured on first use. Caller holds mu().
     Entry& get(int64_t rows, double temperature, int64_t top_k, double top_p);
+    // The entry's ends for history T0 and horizon P, captured on first use. Caller holds mu().
+    Ends& ends(Entry& e, int64_t T0, int64_t P);
+    // The ends already captured for (T0, P), or null.
+    static Ends* find_ends(Entry& e, int64_t T0, int64_t P);
     // The generator every captured step draws from (registered with each graph); seed it per call.
     at::Generator& generator() { return gen_; }
     std::mutex& mu() { return mu_; }
@@ -49,6 +69,8 @@ private:
     using Key = std::tuple<int64_t, double, int64_t, double>;
     const PredictorConfig& cfg_;
     const PredictorWeights& w_;
+    const TokenizerConfig& tcfg_;
+    const TokenizerWeights& tw_;
     c10::Device device_;
     at::Generator gen_;
     std::mutex mu_;

@@ -162,7 +162,7 @@ protected:
     void apply_mode(cn_mode mode) override {
 #ifdef CN_WITH_CUDA
         if (mode == CN_MODE_GRAPH && options_.device.is_cuda()) {
-            graphs_ = std::make_unique<KronosGraphs>(cfg_.pred, pw_, options_.device);
+            graphs_ = std::make_unique<KronosGraphs>(cfg_.pred, pw_, cfg_.tok, tw_, options_.device);
             return;
         }
         graphs_.reset();
@@ -240,7 +240,18 @@ public:
             }
             use_graphs_ = graphs_->fits(rows.size());
             if (use_graphs_) {
-                for (int64_t n : rows) graphs_->get(n, req.temperature, req.top_k, req.top_p);
+                std::map<int64_t, std::set<int64_t>> histories;  // rows -> the history lengths of their batches
+                for (const auto& [T0, members] : batches) {
+                    if (graphable(T0, P)) histories[static_cast<int64_t>(members.size()) * req.sample_count].insert(T0);
+                }
+                use_ends_ = true;
+                for (const auto& [n, t0s] : histories) use_ends_ = use_ends_ && t0s.size() <= KronosGraphs::kMaxEnds;
+                for (const auto& [n, t0s] : histories) {
+                    KronosGraphs::Entry& e = graphs_->get(n, req.temperature, req.top_k, req.top_p);
+                    for (int64_t T0 : t0s) {
+                        if (use_ends_) graphs_->ends(e, T0, P);
+                    }
+                }
             }
             at::Generator& gen = graphs_->generator();
             {
@@ -437,62 +448,88 @@ private:
         };
         at::Tensor xt = at::clip(rep(x, T0, 6), -clip, clip).to(options_.dtype);  // normalised on the host in fp32
         const at::Tensor full_stamp = rep(stamp, T0 + P, 5);
-        auto [tok1, tok2] = tokenizer_encode(cfg_.tok, tw_, xt);
         const int64_t N = B * S;
-        at::Tensor all1 = at::cat({tok1, at::empty({N, P}, tok1.options())}, 1);
-        at::Tensor all2 = at::cat({tok2, at::empty({N, P}, tok2.options())}, 1);
-        // Cached decoding (fused mode) while the window has not slid (its start stays 0, so positions are fixed);
-        // the reference's full recompute otherwise, and always in eager mode.
-        const bool use_cache = mode() == CN_MODE_FUSED || mode() == CN_MODE_GRAPH;
-        KronosCache cache;
+        at::Tensor all1, all2;  // [N, T0 + P] tokens of the history and the forecast
+        at::Tensor z_dev;       // decoded candles of the last window [N, Lw, 6]
 #ifdef CN_WITH_CUDA
         KronosGraphs::Entry* graph =
             graphs_ && use_graphs_ && graphable(T0, P) ? &graphs_->get(N, req.temperature, req.top_k, req.top_p) : nullptr;
-        if (graph) {  // the entry's static cache: the prefill fills it, the replays extend it
-            graph->st.cache.len = 0;
-            cache = graph->st.cache;
-        }
-#endif
-        for (int64_t i = 0; i < P; ++i) {
-#ifdef CN_WITH_CUDA
-            if (graph && i == 1) {
-                // Steps 1..P-1: replay the captured step; the inputs are the history so far and the stamps.
-                KronosStepState& st = graph->st;
-                st.stamps.narrow(1, 0, T0 + P - 1).copy_(full_stamp.narrow(1, 0, T0 + P - 1));
-                st.hist1.narrow(1, 0, T0 + 1).copy_(all1.narrow(1, 0, T0 + 1));
-                st.hist2.narrow(1, 0, T0 + 1).copy_(all2.narrow(1, 0, T0 + 1));
-                st.pos.fill_(T0);
-                for (int64_t j = 1; j < P; ++j) {
-                    run.check();
+        KronosGraphs::Ends* ends = graph && use_ends_ ? KronosGraphs::find_ends(*graph, T0, P) : nullptr;
+        if (ends) {
+            // The whole call as replays: prologue (tokenizer, prefill, first step), P - 1 steps, epilogue.
+            KronosStepState& st = graph->st;
+            st.stamps.narrow(1, 0, T0 + P - 1).copy_(full_stamp.narrow(1, 0, T0 + P - 1));
+            ends->x.copy_(xt);
+            for (int64_t j = 0; j < P; ++j) {
+                run.check();
+                if (j == 0) {
+                    ends->prologue.replay();
+                } else {
                     graph->graph.replay();
-                    run.advance(1);
                 }
-                all1.narrow(1, T0 + 1, P - 1).copy_(st.hist1.narrow(1, T0 + 1, P - 1));
-                all2.narrow(1, T0 + 1, P - 1).copy_(st.hist2.narrow(1, T0 + 1, P - 1));
-                break;
+                run.advance(1);
+            }
+            ends->epilogue.replay();
+            all1 = st.hist1.narrow(1, 0, T0 + P).clone();
+            all2 = st.hist2.narrow(1, 0, T0 + P).clone();
+            z_dev = ends->z.clone();
+        } else
+#endif
+        {
+            auto [tok1, tok2] = tokenizer_encode(cfg_.tok, tw_, xt);
+            all1 = at::cat({tok1, at::empty({N, P}, tok1.options())}, 1);
+            all2 = at::cat({tok2, at::empty({N, P}, tok2.options())}, 1);
+            // Cached decoding (fused mode) while the window has not slid (its start stays 0, so positions are fixed);
+            // the reference's full recompute otherwise, and always in eager mode.
+            const bool use_cache = mode() == CN_MODE_FUSED || mode() == CN_MODE_GRAPH;
+            KronosCache cache;
+#ifdef CN_WITH_CUDA
+            if (graph) {  // the entry's static cache: the prefill fills it, the replays extend it
+                graph->st.cache.len = 0;
+                cache = graph->st.cache;
             }
 #endif
-            run.check();
-            const int64_t cur = T0 + i, start = std::max<int64_t>(0, cur - M);
-            at::Tensor s1, s2;
-            if (use_cache && start == 0) {
-                const int64_t from = cache.len;  // tokens [from, cur) are new to the cache
-                auto [logits1, last] = decode_s1_cached(cfg_.pred, pw_, all1.slice(1, from, cur).contiguous(),
-                                                        all2.slice(1, from, cur).contiguous(),
-                                                        full_stamp.slice(1, from, cur).contiguous(), cache, M);
-                s1 = sample_from_logits(logits1, req.temperature, req.top_k, req.top_p, gen);
-                s2 = sample_from_logits(decode_s2_cached(cfg_.pred, pw_, last, s1, cache), req.temperature, req.top_k, req.top_p, gen);
-            } else {
-                const at::Tensor in1 = all1.slice(1, start, cur).contiguous(), in2 = all2.slice(1, start, cur).contiguous();
-                const at::Tensor st = full_stamp.slice(1, start, cur).contiguous();
-                auto [logits1, context] = decode_s1(cfg_.pred, pw_, in1, in2, st);
-                s1 = sample_from_logits(logits1.select(1, -1), req.temperature, req.top_k, req.top_p, gen);
-                const at::Tensor logits2 = decode_s2(cfg_.pred, pw_, context, s1).select(1, -1);
-                s2 = sample_from_logits(logits2, req.temperature, req.top_k, req.top_p, gen);
+            for (int64_t i = 0; i < P; ++i) {
+#ifdef CN_WITH_CUDA
+                if (graph && i == 1) {
+                    // Steps 1..P-1: replay the captured step; the inputs are the history so far and the stamps.
+                    KronosStepState& st = graph->st;
+                    st.stamps.narrow(1, 0, T0 + P - 1).copy_(full_stamp.narrow(1, 0, T0 + P - 1));
+                    st.hist1.narrow(1, 0, T0 + 1).copy_(all1.narrow(1, 0, T0 + 1));
+                    st.hist2.narrow(1, 0, T0 + 1).copy_(all2.narrow(1, 0, T0 + 1));
+                    st.pos.fill_(T0);
+                    for (int64_t j = 1; j < P; ++j) {
+                        run.check();
+                        graph->graph.replay();
+                        run.advance(1);
+                    }
+                    all1.narrow(1, T0 + 1, P - 1).copy_(st.hist1.narrow(1, T0 + 1, P - 1));
+                    all2.narrow(1, T0 + 1, P - 1).copy_(st.hist2.narrow(1, T0 + 1, P - 1));
+                    break;
+                }
+#endif
+                run.check();
+                const int64_t cur = T0 + i, start = std::max<int64_t>(0, cur - M);
+                at::Tensor s1, s2;
+                if (use_cache && start == 0) {
+                    const int64_t from = cache.len;  // tokens [from, cur) are new to the cache
+                    auto [logits1, last] = decode_s1_cached(cfg_.pred, pw_, all1.slice(1, from, cur).contiguous(),
+                                                            all2.slice(1, from, cur).contiguous(),
+                                                            full_stamp.slice(1, from, cur).contiguous(), cache, M);
+                    s1 = sample_from_logits(logits1, req.temperature, req.top_k, req.top_p, gen);
+                    s2 = sample_from_logits(decode_s2_cached(cfg_.pred, pw_, last, s1, cache), req.temperature, req.top_k, req.top_p, gen);
+                } else {
+                    const at::Tensor in1 = all1.slice(1, start, cur).contiguous(), in2 = all2.slice(1, start, cur).contiguous();
+                    const at::Tensor st = full_stamp.slice(1, start, cur).contiguous();
+                    auto [logits1, context] = decode_s1(cfg_.pred, pw_, in1, in2, st);
+                    s1 = sample_from_logits(logits1.select(1, -1), req.temperature, req.top_k, req.top_p, gen);
+                    const at::Tensor logits2 = decode_s2(cfg_.pred, pw_, context, s1).select(1, -1);
+                    s2 = sample_from_logits(logits2, req.temperature, req.top_k, req.top_p, gen);
+                }
+                all1.select(1, cur).copy_(s1.squeeze(-1));
+                all2.select(1, cur).copy_(s2.squeeze(-1));
+                run.advance(1);
             }
-            all1.select(1, cur).copy_(s1.squeeze(-1));
-            all2.select(1, cur).copy_(s2.squeeze(-1));
-            run.advance(1);
         }
         if (!s1_rows.empty()) {  // sampled tokens per row, for KronosTrace
             const at::Tensor g1 = all1.slice(1, T0).to(at::kCPU).contiguous(), g2 = all2.slice(1, T0).to(at::kCPU).contiguous();
@@ -506,9 +543,10 @@ private:
             }
         }
         const int64_t total = T0 + P, ws = std::max<int64_t>(0, total - M);
-        const at::Tensor z = tokenizer_decode(cfg_.tok, tw_, all1.slice(1, ws, total).contiguous(), all2.slice(1, ws, total).contiguous())
-                                 .to(at::kCPU, at::kFloat)
-                                 .contiguous();  // [N, Lw, 6]
+        if (!z_dev.defined()) {
+            z_dev = tokenizer_decode(cfg_.tok, tw_, all1.slice(1, ws, total).contiguous(), all2.slice(1, ws, total).contiguous());
+        }
+        const at::Tensor z = z_dev.to(at::kCPU, at::kFloat).contiguous();  // [N, Lw, 6]
         const int64_t Lw = z.size(1);
         const float* zp = z.const_data_ptr<float>();
         const size_t n_series = req.series.size();
@@ -553,6 +591,7 @@ private:
 #ifdef CN_WITH_CUDA
     std::unique_ptr<KronosGraphs> graphs_;  // declared after the weights it replays: destroyed first
     bool use_graphs_ = false;               // this call's choice; written and read under graphs_->mu()
+    bool use_ends_ = false;                 // likewise: prologue/epilogue graphs too
 #endif
 };
 
