@@ -105,10 +105,21 @@ TEST(SamplingGpu, TopPMatchesFp64AndCpu) {
                 const at::Tensor want = cn::test::ref_top_p(logits, top_p, &kept);
                 const at::Tensor got = cn::kernels::top_p_probs(logits.cuda(), top_p).cpu();
                 const std::string what = "V " + std::to_string(V) + (ties ? " ties" : "") + " top_p " + std::to_string(top_p);
+                const at::Tensor aten = cn::kernels::top_p_probs_cpu(logits.cuda(), top_p);
+                if (top_p > 0.99) {
+                    // The boundary entries of a 0.999 cut hold ~1e-6 of the mass, within the rounding of an fp32
+                    // cumulative sum over thousands of entries: the kept set may differ by such an entry. Check
+                    // the distributions instead (total variation per row).
+                    for (const at::Tensor& other : {want.to(at::kFloat), aten.cpu()}) {
+                        const at::Tensor tv = (got - other).abs().sum(-1);
+                        EXPECT_LE(tv.max().item<double>(), 2e-5) << what;
+                    }
+                    continue;
+                }
                 expect_close(got, want, 1e-5, 1e-9, what);
                 // The ATen composite run on CUDA (the eager path: at::sort there is a stable radix sort, as the
                 // kernel's order is); on CPU only without ties, since CPU's at::sort orders equal values otherwise.
-                expect_close(got, cn::kernels::top_p_probs_cpu(logits.cuda(), top_p), 1e-5, 1e-9, what + " vs ATen on CUDA");
+                expect_close(got, aten, 1e-5, 1e-9, what + " vs ATen on CUDA");
                 if (!ties) expect_close(got, cn::kernels::top_p_probs_cpu(logits, top_p), 1e-5, 1e-9, what + " vs cpu");
                 for (int64_t n = 0; n < 5; ++n) EXPECT_EQ((got[n] > 0).sum().item<int64_t>(), kept[n]) << what << " row " << n;
             }
