@@ -16,8 +16,8 @@ import (
 // Defaults of a catalog file's optional fields. Both were tuned on the dev split of the labelled prompt
 // set (testdata/prompts.jsonl) with all-MiniLM-L6-v2 and the default catalog; see docs/lora_routing.md.
 const (
-	DefaultNegativeWeight = 0.35
-	DefaultThreshold      = 0.235
+	DefaultNegativeWeight = 0.25
+	DefaultThreshold      = 0.215
 )
 
 // Limits bound what a catalog file may hold (hostile or runaway files fail cleanly).

@@ -55,7 +55,7 @@ func readPrompts(path string, names map[string]bool) ([]Prompt, error) {
 		if p.Label != "none" && !names[p.Label] {
 			return nil, fmt.Errorf("%s:%d: label %q is not in the catalog", path, line, p.Label)
 		}
-		if p.Split != "dev" && p.Split != "test" {
+		if p.Split != "dev" && p.Split != "test" && p.Split != "holdout" {
 			return nil, fmt.Errorf("%s:%d: split %q", path, line, p.Split)
 		}
 		out = append(out, p)
@@ -292,6 +292,7 @@ func main() {
 	model := flag.String("model", os.Getenv("CN_MINILM_DIR"), "sentence-embedding model directory (all-MiniLM-L6-v2); empty: only the keyword and BM25 rows")
 	catalog := flag.String("catalog", filepath.Join("lora", "catalogs", "default.json"), "LoRA catalog")
 	promptsPath := flag.String("prompts", filepath.Join("lora", "testdata", "prompts.jsonl"), "labelled prompts (JSON lines)")
+	holdoutPath := flag.String("holdout", "", "evaluate on this set (rows with split \"holdout\", e.g. lora/testdata/prompts_holdout.jsonl) instead of the test split; tuning stays on dev")
 	device := flag.String("device", "cpu", "cpu, cuda or cuda:N")
 	threads := flag.Int("threads", 0, "CPU threads for the library (0: its default)")
 	out := flag.String("out", "", "also write the report to this file")
@@ -306,7 +307,7 @@ func main() {
 		file = f
 		w = io.MultiWriter(os.Stdout, f)
 	}
-	if err := run(w, *model, *catalog, *promptsPath, *device, *threads); err != nil {
+	if err := run(w, *model, *catalog, *promptsPath, *holdoutPath, *device, *threads); err != nil {
 		fatal(err)
 	}
 	if file != nil {
@@ -321,7 +322,7 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
-func run(w io.Writer, modelDir, catalogPath, promptsPath, device string, threads int) error {
+func run(w io.Writer, modelDir, catalogPath, promptsPath, holdoutPath, device string, threads int) error {
 	ctx := context.Background()
 	cat, err := lora.LoadCatalog(catalogPath)
 	if err != nil {
@@ -337,11 +338,30 @@ func run(w io.Writer, modelDir, catalogPath, promptsPath, device string, threads
 	}
 	var dev, test []Prompt
 	for _, p := range prompts {
-		if p.Split == "dev" {
+		switch p.Split {
+		case "dev":
 			dev = append(dev, p)
-		} else {
-			test = append(test, p)
+		case "test":
+			if holdoutPath == "" {
+				test = append(test, p)
+			}
+		default:
+			return fmt.Errorf("%s: split %q belongs in a -holdout file", promptsPath, p.Split)
 		}
+	}
+	if holdoutPath != "" {
+		// The holdout set replaces the test split in every table below ("test" then means the holdout).
+		held, err := readPrompts(holdoutPath, names)
+		if err != nil {
+			return err
+		}
+		for _, p := range held {
+			if p.Split != "holdout" {
+				return fmt.Errorf("%s: %s has split %q, not \"holdout\"", holdoutPath, p.ID, p.Split)
+			}
+		}
+		test = held
+		fmt.Fprintf(w, "Evaluation set: the holdout file %s (in the tables, \"test\" means this set).\n\n", holdoutPath)
 	}
 	topsOf := func(set []Prompt, f func(string) (string, float64)) []Top {
 		out := make([]Top, len(set))
@@ -384,14 +404,16 @@ func run(w io.Writer, modelDir, catalogPath, promptsPath, device string, threads
 		}
 		emb := &cachedEmbedder{m: m, cache: map[string][]float32{}}
 		start := time.Now()
-		all := make([]string, len(prompts))
-		for i, p := range prompts {
-			all[i] = p.Prompt
+		var all []string  // the evaluated prompts: dev and test (or the holdout)
+		for _, set := range [][]Prompt{dev, test} {
+			for _, p := range set {
+				all = append(all, p.Prompt)
+			}
 		}
 		if _, err := emb.Embed(ctx, all); err != nil {
 			return err
 		}
-		embedInfo = fmt.Sprintf("%d prompts embedded in %s (%s, %s)", len(prompts), time.Since(start).Round(time.Millisecond), info.Device, info.DType)
+		embedInfo = fmt.Sprintf("%d prompts embedded in %s (%s, %s)", len(all), time.Since(start).Round(time.Millisecond), info.Device, info.DType)
 		routerTops := func(set []Prompt, weight float64) ([]Top, error) {
 			c := *cat
 			c.NegativeWeight = weight

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cutenative/cutenative/go/internal/testenv"
 )
 
 func TestEvaluate(t *testing.T) {
@@ -70,12 +72,51 @@ func TestStatistics(t *testing.T) {
 func TestRunBaselines(t *testing.T) {
 	var out bytes.Buffer
 	err := run(&out, "", filepath.Join("..", "..", "lora", "catalogs", "default.json"),
-		filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl"), "cpu", 0)
+		filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl"), "", "cpu", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Dev: 141 prompts (29 none). Test: 264 prompts", "| keyword (triggers) |", "| BM25 (k1=1.2, b=0.75) |",
 		"Test top-1 by label:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// -holdout: the holdout file replaces the test split; tuning still uses dev.
+func TestRunHoldout(t *testing.T) {
+	var out bytes.Buffer
+	err := run(&out, "", filepath.Join("..", "..", "lora", "catalogs", "default.json"),
+		filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl"),
+		filepath.Join("..", "..", "lora", "testdata", "prompts_holdout.jsonl"), "cpu", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Evaluation set: the holdout file", "Dev: 141 prompts (29 none). Test: 270 prompts"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	// A prompts file with holdout rows is refused (they belong in -holdout).
+	if err := run(&out, "", filepath.Join("..", "..", "lora", "catalogs", "default.json"),
+		filepath.Join("..", "..", "lora", "testdata", "prompts_holdout.jsonl"), "", "cpu", 0); err == nil {
+		t.Fatal("holdout rows in -prompts accepted")
+	}
+}
+
+// With the real MiniLM weights: the holdout rows of docs/lora_routing.md reproduce (embedding rows included).
+func TestRunHoldoutMiniLM(t *testing.T) {
+	dir := testenv.MiniLMDir(t)
+	var out bytes.Buffer
+	err := run(&out, dir, filepath.Join("..", "..", "lora", "catalogs", "default.json"),
+		filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl"),
+		filepath.Join("..", "..", "lora", "testdata", "prompts_holdout.jsonl"), "cpu", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| embeddings, no negatives (w=0) | threshold = 0.245 | 75.9% | 68.9% (186/270) |",
+		"| embeddings + negatives | w = 0.25, threshold = 0.215 | 78.7% | 67.8% (183/270) |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, out.String())
 		}
