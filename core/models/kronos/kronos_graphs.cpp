@@ -126,3 +126,49 @@ KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
 }
 
 }  // namespace cn::kronos
+
+namespace cn::kronos {
+
+KronosGraphs::Sliding& KronosGraphs::sliding(int64_t N, double temperature, int64_t top_k, double top_p) {
+    const Key key{N, temperature, top_k, top_p};
+    auto it = sliding_.find(key);
+    if (it != sliding_.end()) {
+        it->second->last_used = ++tick_;
+        return *it->second;
+    }
+    if (sliding_.size() >= kMaxEntries) {
+        auto victim = sliding_.begin();
+        for (auto e = sliding_.begin(); e != sliding_.end(); ++e) {
+            if (e->second->last_used < victim->second->last_used) victim = e;
+        }
+        pool_bytes_ -= victim->second->bytes;
+        sliding_.erase(victim);
+    }
+    c10::cuda::CUDAGuard guard(device_);
+    const int64_t before = reserved_bytes(device_);
+    const int64_t M = cfg_.max_context;
+    auto sl = std::make_unique<Sliding>();
+    const auto i64 = at::TensorOptions().dtype(at::kLong).device(device_);
+    sl->win1 = at::zeros({N, M}, i64);
+    sl->win2 = at::zeros({N, M}, i64);
+    sl->wstamp = at::zeros({N, M, 5}, i64.dtype(at::kFloat));
+    sl->out1 = at::zeros({N, 1}, i64);
+    sl->out2 = at::zeros({N, 1}, i64);
+    Sliding& r = *sl;
+    auto pass = [&] {  // the eager path's full recompute, op for op
+        auto [logits1, context] = decode_s1(cfg_, w_, r.win1, r.win2, r.wstamp);
+        const at::Tensor s1 = sample_from_logits(logits1.select(1, -1), temperature, top_k, top_p, gen_);
+        const at::Tensor s2 = sample_from_logits(decode_s2(cfg_, w_, context, s1).select(1, -1), temperature, top_k, top_p, gen_);
+        r.out1.copy_(s1);
+        r.out2.copy_(s2);
+    };
+    capture_graph(sl->graph, device_, pass, pass, &gen_);
+    sl->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
+    pool_bytes_ += sl->bytes;
+    sl->last_used = ++tick_;
+    auto& slot = sliding_[key];
+    slot = std::move(sl);
+    return *slot;
+}
+
+}  // namespace cn::kronos

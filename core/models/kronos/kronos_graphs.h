@@ -4,7 +4,9 @@
 // replay overwrites). Per (history length, horizon) an entry also holds two more graphs ("ends"): the prologue
 // (tokenizer encode, the prefill of the cache, the first step's draws) and the epilogue (tokenizer decode), so
 // a call is one prologue, horizon - 1 steps and one epilogue, all replays. Used while the window does not
-// slide (history + horizon - 1 <= max_context); otherwise the cached or reference path runs.
+// slide (history + horizon - 1 <= max_context). Once it slides, every step is the reference's full recompute
+// of a max_context window: that pass (decode_s1, decode_s2 and both draws on static window buffers) is
+// captured per batch shape and sampling setting too ("sliding" entries) and replayed once per such step.
 // Calls are serialised: the entries own static buffers and share the model's generator.
 #pragma once
 
@@ -49,6 +51,18 @@ public:
     };
     // Ends kept per entry (LRU beyond); a call needing more for one entry replays only the step.
     static constexpr size_t kMaxEnds = 4;
+    struct Sliding {  // the full-window step: inputs win1/win2 [N, M], wstamp [N, M, 5]; outputs out1/out2 [N, 1]
+        at::cuda::CUDAGraph graph;
+        at::Tensor win1, win2, wstamp, out1, out2;
+        uint64_t last_used = 0, bytes = 0;
+    };
+    // Token rows (batch rows x max_context) up to which a sliding entry is captured (its pool holds a whole
+    // window's activations); larger batches run the full recompute eagerly.
+    static constexpr int64_t kMaxSlidingTokens = 32768;
+    bool fits_sliding(size_t distinct_keys) const { return distinct_keys <= kMaxEntries; }
+    // The sliding entry for `rows` batch rows and these sampling parameters, captured on first use (LRU of
+    // kMaxEntries). Caller holds mu().
+    Sliding& sliding(int64_t rows, double temperature, int64_t top_k, double top_p);
     // Entries kept (each holds static caches of max_context rows for its batch shape); the least recently used
     // one is evicted beyond that. A call that would need more distinct entries runs without graphs.
     static constexpr size_t kMaxEntries = 8;
@@ -75,6 +89,7 @@ private:
     at::Generator gen_;
     std::mutex mu_;
     std::map<Key, std::unique_ptr<Entry>> entries_;
+    std::map<Key, std::unique_ptr<Sliding>> sliding_;
     uint64_t tick_ = 0;
     std::atomic<uint64_t> pool_bytes_{0};  // read by cn_model_get_info without the lock
 };

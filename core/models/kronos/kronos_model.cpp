@@ -234,9 +234,15 @@ public:
             // before seeding, so captures never consume draws of the seeded sequence; a call needing more entries
             // than are kept at once runs the cached path instead (a re-capture would draw from the sequence).
             std::lock_guard<std::mutex> lock(graphs_->mu());
-            std::set<int64_t> rows;
+            std::set<int64_t> rows, slide_rows;
             for (const auto& [T0, members] : batches) {
-                if (graphable(T0, P)) rows.insert(static_cast<int64_t>(members.size()) * req.sample_count);
+                const int64_t n = static_cast<int64_t>(members.size()) * req.sample_count;
+                if (graphable(T0, P)) rows.insert(n);
+                if (slides(T0, P) && n * cfg_.pred.max_context <= KronosGraphs::kMaxSlidingTokens) slide_rows.insert(n);
+            }
+            use_sliding_ = graphs_->fits_sliding(slide_rows.size());
+            if (use_sliding_) {
+                for (int64_t n : slide_rows) graphs_->sliding(n, req.temperature, req.top_k, req.top_p);
             }
             use_graphs_ = graphs_->fits(rows.size());
             if (use_graphs_) {
@@ -484,6 +490,10 @@ private:
             const bool use_cache = mode() == CN_MODE_FUSED || mode() == CN_MODE_GRAPH;
             KronosCache cache;
 #ifdef CN_WITH_CUDA
+            KronosGraphs::Sliding* slide =
+                graphs_ && use_sliding_ && slides(T0, P) && N * M <= KronosGraphs::kMaxSlidingTokens
+                    ? &graphs_->sliding(N, req.temperature, req.top_k, req.top_p)
+                    : nullptr;
             if (graph) {  // the entry's static cache: the prefill fills it, the replays extend it
                 graph->st.cache.len = 0;
                 cache = graph->st.cache;
@@ -518,6 +528,16 @@ private:
                                                             full_stamp.slice(1, from, cur).contiguous(), cache, M);
                     s1 = sample_from_logits(logits1, req.temperature, req.top_k, req.top_p, gen);
                     s2 = sample_from_logits(decode_s2_cached(cfg_.pred, pw_, last, s1, cache), req.temperature, req.top_k, req.top_p, gen);
+#ifdef CN_WITH_CUDA
+                } else if (slide && start > 0) {
+                    // A full window (cur - start == M rows): the captured recompute on the window's buffers.
+                    slide->win1.copy_(all1.slice(1, start, cur));
+                    slide->win2.copy_(all2.slice(1, start, cur));
+                    slide->wstamp.copy_(full_stamp.slice(1, start, cur));
+                    slide->graph.replay();
+                    s1 = slide->out1;  // copied into all1/all2 below, before the next replay
+                    s2 = slide->out2;
+#endif
                 } else {
                     const at::Tensor in1 = all1.slice(1, start, cur).contiguous(), in2 = all2.slice(1, start, cur).contiguous();
                     const at::Tensor st = full_stamp.slice(1, start, cur).contiguous();
@@ -580,6 +600,8 @@ private:
 
     // Graph mode captures the cached step, valid while the window does not slide; one step needs no graph. The
     // step's attention kernel holds up to 8192 cache rows of head dim <= 256 (kernels/kv_cache.h).
+    // The window slides during the call: steps from history + 1 - max_context on recompute a full window.
+    bool slides(int64_t T0, int64_t P) const { return T0 + P - 1 > cfg_.pred.max_context; }
     bool graphable(int64_t T0, int64_t P) const {
         const int64_t d = cfg_.pred.d_model, heads = std::min<int64_t>(cfg_.pred.n_heads, pw_.dep_heads);
         return T0 + P - 1 <= cfg_.pred.max_context && P >= 2 && cfg_.pred.max_context <= 8192 && d / heads <= 256;
@@ -592,6 +614,7 @@ private:
     std::unique_ptr<KronosGraphs> graphs_;  // declared after the weights it replays: destroyed first
     bool use_graphs_ = false;               // this call's choice; written and read under graphs_->mu()
     bool use_ends_ = false;                 // likewise: prologue/epilogue graphs too
+    bool use_sliding_ = false;              // likewise: full-window steps from sliding entries
 #endif
 };
 
