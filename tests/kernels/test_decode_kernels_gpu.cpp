@@ -9,6 +9,9 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/multinomial.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/randint.h>
@@ -18,6 +21,7 @@
 #include "kernels/kronos_embed.h"
 #include "kernels/kv_cache.h"
 #include "kernels/sampling.h"
+#include "kernels/skinny_gemm.h"
 #include "kernels/swiglu.h"
 #include "tests/kernels/decode_refs.h"
 
@@ -174,6 +178,34 @@ TEST(KronosEmbedGpu, EqualsCpuPath) {
     cn::kernels::kronos_add_time_cpu_(x, stamps, pos, t);
     cn::kernels::kronos_add_time_(xg, stamps.cuda(), pos.cuda(), tg);
     EXPECT_TRUE(at::equal(xg.cpu(), x));
+}
+
+TEST(SkinnyGemmGpu, MatchesFp64WithinTheSumsRounding) {
+    REQUIRE_CUDA();
+    at::manual_seed(21);
+    for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 7}, {8, 512, 2048},
+                               {16, 768, 100}, {5, 1024, 1024}}) {
+            for (bool bias : {true, false}) {
+                const at::Tensor x = at::randn({M, K}).to(dt), w = (at::randn({N, K}) * 0.05).to(dt), b = at::randn({N}).to(dt);
+                ASSERT_TRUE(cn::kernels::skinny_linear_fits(x.cuda(), w.cuda()));
+                at::Tensor out = cn::kernels::skinny_linear_cuda(x.cuda(), w.cuda(), bias ? b.cuda() : at::Tensor()).cpu().to(at::kDouble);
+                const at::Tensor xd = x.to(at::kDouble), wd = w.to(at::kDouble);
+                at::Tensor ref = at::matmul(xd, wd.t()), mag = at::matmul(xd.abs(), wd.abs().t());
+                if (bias) ref = ref + b.to(at::kDouble), mag = mag + b.to(at::kDouble).abs();
+                // fp32 sums in another order: a few fp32 ulps of the sum of |products|; then one rounding to T.
+                const at::Tensor bound = mag * 4e-6 + ref.abs() * (dt == at::kFloat ? 0.0 : rtol(dt)) + 1e-30;
+                const std::string what = std::string(c10::toString(dt)) + " M" + std::to_string(M) + " K" + std::to_string(K) +
+                                         " N" + std::to_string(N) + (bias ? " bias" : "");
+                EXPECT_EQ(((out - ref).abs() > bound).sum().item<int64_t>(), 0) << what;
+            }
+        }
+    }
+    // Shapes it does not take fall back to at::linear.
+    EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({17, 64}).cuda(), at::randn({8, 64}).cuda()));
+    EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({2, 60}).cuda(), at::randn({8, 60}).cuda()));
+    const at::Tensor x = at::randn({32, 64}).cuda(), w = at::randn({8, 64}).cuda();
+    EXPECT_TRUE(at::allclose(cn::kernels::skinny_linear(x, w, {}), at::linear(x, w)));
 }
 
 #endif

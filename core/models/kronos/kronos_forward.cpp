@@ -27,6 +27,7 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
+#include "kernels/skinny_gemm.h"
 #include "kernels/swiglu.h"
 
 namespace cn::kronos {
@@ -215,8 +216,10 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
                         int64_t top_k, double top_p, at::Generator& gen) {
     KronosCache& c = st.cache;
     const int64_t N = st.hist1.size(0), d = cfg.d_model;
+    // Linear layers of N rows: one skinny-GEMM launch each (kernels/skinny_gemm.h; cuBLAS beyond 16 rows).
+    auto lin = [](const Linear& l, const at::Tensor& x) { return kernels::skinny_linear(x, l.w, l.b); };
     // The input token at pos and its stamp -> [N, d].
-    at::Tensor x = linear(w.fusion, kernels::kronos_token_embed(st.hist1, st.hist2, st.pos, w.emb_s1, w.emb_s2,
+    at::Tensor x = lin(w.fusion, kernels::kronos_token_embed(st.hist1, st.hist2, st.pos, w.emb_s1, w.emb_s2,
                                                                 std::sqrt(static_cast<double>(d))));
     kernels::kronos_add_time_(x, st.stamps, st.pos, {w.minute, w.hour, w.weekday, w.day, w.month});
     at::Tensor delta;  // the residual branch not yet added to x
@@ -226,23 +229,23 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
     for (size_t l = 0; l < w.blocks.size(); ++l) {
         const Block& b = w.blocks[l];
         const int64_t H = b.heads, hd = d / H;
-        const at::Tensor qkv = linear(b.qkv, norm(b.norm1)).view({N, 3, H, hd});
+        const at::Tensor qkv = lin(b.qkv, norm(b.norm1)).view({N, 3, H, hd});
         const at::Tensor q = qkv.select(1, 0);
         kernels::rope_kv_append_(q, qkv.select(1, 1), qkv.select(1, 2), c.k[l], c.v[l], st.pos, b.inv_freq);
-        delta = linear(b.o, kernels::decode_attention(q, c.k[l], c.v[l], st.pos, 1.0 / std::sqrt(static_cast<double>(hd))));
+        delta = lin(b.o, kernels::decode_attention(q, c.k[l], c.v[l], st.pos, 1.0 / std::sqrt(static_cast<double>(hd))));
         const at::Tensor n2 = norm(b.norm2);
-        delta = at::linear(kernels::swiglu(at::linear(n2, b.w13)), b.w2);
+        delta = kernels::skinny_linear(kernels::swiglu(kernels::skinny_linear(n2, b.w13, {})), b.w2, {});
     }
     x = norm(w.norm);
     const int64_t dh = d / w.dep_heads;
-    const at::Tensor kv = linear(w.dep_kv, x).view({N, 2, w.dep_heads, dh});
+    const at::Tensor kv = lin(w.dep_kv, x).view({N, 2, w.dep_heads, dh});
     kernels::rope_kv_append_({}, kv.select(1, 0), kv.select(1, 1), c.dep_k, c.dep_v, st.pos, {});
-    const at::Tensor s1 = sample_static(linear(w.proj_s1, x), temperature, top_k, top_p, gen, st.hist1, st.pos);
+    const at::Tensor s1 = sample_static(lin(w.proj_s1, x), temperature, top_k, top_p, gen, st.hist1, st.pos);
     // RoPE of the one-row query is the identity; the dependency keys are not rotated.
-    const at::Tensor q2 = linear(w.dep_q, at::embedding(w.emb_s1, s1.squeeze(1))).view({N, w.dep_heads, dh});
+    const at::Tensor q2 = lin(w.dep_q, at::embedding(w.emb_s1, s1.squeeze(1))).view({N, w.dep_heads, dh});
     const at::Tensor a2 = kernels::decode_attention(q2, c.dep_k, c.dep_v, st.pos, 1.0 / std::sqrt(static_cast<double>(dh)));
-    const at::Tensor x2 = kernels::add_rms_norm(x, linear(w.dep_o, a2), w.dep_norm, 1e-5);
-    sample_static(linear(w.proj_s2, x2), temperature, top_k, top_p, gen, st.hist2, st.pos);
+    const at::Tensor x2 = kernels::add_rms_norm(x, lin(w.dep_o, a2), w.dep_norm, 1e-5);
+    sample_static(lin(w.proj_s2, x2), temperature, top_k, top_p, gen, st.hist2, st.pos);
     st.pos.add_(1);
 }
 

@@ -88,7 +88,7 @@ struct KronosStepState {
 // One cached decode step that reads and writes only `st` (nothing the host needs to know): embeds the token at
 // pos, attends over the cache rows <= pos (static shapes), samples s1 and s2 with `gen` and writes them at
 // pos + 1, then advances pos. Suitable for CUDA-graph capture. Runs on cutenative's kernels (fused QKV and
-// w1|w3 GEMMs, kernels/kv_cache.h, swiglu.h, sampling.h, kronos_embed.h, rms_norm.h): equal to the cached step
+// w1|w3 GEMMs, kernels/skinny_gemm.h, kv_cache.h, swiglu.h, sampling.h, kronos_embed.h, rms_norm.h): equal to the cached step
 // up to the order of fp32 sums; the draws use the same generator calls (one exponential_ per sampled token).
 void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
                         int64_t top_k, double top_p, at::Generator& gen);
