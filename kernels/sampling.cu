@@ -84,37 +84,74 @@ constexpr int kMaxFusedVocab = 4096;
 // a before b in the sorted order: larger value first, equal values in index order (a stable descending sort).
 __device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
 
-// Sorts the row in shared memory (bitonic, padded to a power of two with -inf after every real entry), then
-// filters it: one launch instead of at::sort's copies and radix sort plus the filter.
-__global__ void top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out, int64_t V, int P2, float top_p) {
-    extern __shared__ float smem[];
-    float* key = smem;
-    int* id = reinterpret_cast<int*>(smem + P2);
+// Keeps (k, i) or the partner (pk, pi) at position `pos` of a bitonic compare-exchange with `partner_pos`:
+// within a block of the network sorted "up" the lower position takes the element that comes first.
+__device__ __forceinline__ void exchange(float& k, int& i, float pk, int pi, int pos, int partner_pos, bool up) {
+    const bool want_first = (pos < partner_pos) == up;
+    const bool mine_first = before(k, i, pk, pi);
+    if (want_first != mine_first) k = pk, i = pi;
+}
+
+// Sorts the row (bitonic, padded to a power of two P2 >= the block with -inf after every real entry), then
+// filters it: one launch instead of at::sort's copies and radix sort plus the filter. Element e = t + r * 1024
+// lives in register r of thread t: strides below 32 are warp shuffles, strides of 1024 and more swap
+// registers, the others go through shared memory (two barriers each).
+template <int R>
+__global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out,
+                                                                   int64_t V, float top_p) {
+    constexpr int P2 = R * kTopPThreads;
+    __shared__ float key_s[P2];
+    __shared__ int id_s[P2];
     const int64_t r = blockIdx.x;
-    for (int i = threadIdx.x; i < P2; i += blockDim.x) {
-        key[i] = i < V ? logits[r * V + i] : -INFINITY;
-        id[i] = i;
+    const int t = threadIdx.x;
+    float key[R];
+    int id[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+        const int e = t + q * kTopPThreads;
+        key[q] = e < V ? logits[r * V + e] : -INFINITY;
+        id[q] = e;
     }
-    __syncthreads();
     for (int k = 2; k <= P2; k <<= 1) {
         for (int j = k >> 1; j > 0; j >>= 1) {
-            for (int i = threadIdx.x; i < P2; i += blockDim.x) {
-                const int l = i ^ j;
-                if (l > i) {
-                    const bool first_half = (i & k) == 0;  // this pair ends in sorted order; the other half reversed
-                    const bool swap = first_half ? before(key[l], id[l], key[i], id[i]) : before(key[i], id[i], key[l], id[l]);
-                    if (swap) {
-                        const float tk = key[i];
-                        key[i] = key[l], key[l] = tk;
-                        const int ti = id[i];
-                        id[i] = id[l], id[l] = ti;
+            if (j >= kTopPThreads) {
+                const int qj = j / kTopPThreads;
+#pragma unroll
+                for (int q = 0; q < R; ++q) {
+                    const int qp = q ^ qj;
+                    if (qp > q) {
+                        const int e = t + q * kTopPThreads, ep = t + qp * kTopPThreads;
+                        float k0 = key[q], k1 = key[qp];
+                        int i0 = id[q], i1 = id[qp];
+                        exchange(key[q], id[q], k1, i1, e, ep, (e & k) == 0);
+                        exchange(key[qp], id[qp], k0, i0, ep, e, (ep & k) == 0);
                     }
                 }
+            } else if (j >= 32) {
+#pragma unroll
+                for (int q = 0; q < R; ++q) key_s[t + q * kTopPThreads] = key[q], id_s[t + q * kTopPThreads] = id[q];
+                __syncthreads();
+#pragma unroll
+                for (int q = 0; q < R; ++q) {
+                    const int e = t + q * kTopPThreads, ep = e ^ j;
+                    exchange(key[q], id[q], key_s[ep], id_s[ep], e, ep, (e & k) == 0);
+                }
+                __syncthreads();
+            } else {
+#pragma unroll
+                for (int q = 0; q < R; ++q) {
+                    const int e = t + q * kTopPThreads, ep = e ^ j;
+                    const float pk = __shfl_xor_sync(0xffffffffu, key[q], j);
+                    const int pi = __shfl_xor_sync(0xffffffffu, id[q], j);
+                    exchange(key[q], id[q], pk, pi, e, ep, (e & k) == 0);
+                }
             }
-            __syncthreads();
         }
     }
-    top_p_row(key, id, out + r * V, V, top_p);
+#pragma unroll
+    for (int q = 0; q < R; ++q) key_s[t + q * kTopPThreads] = key[q], id_s[t + q * kTopPThreads] = id[q];
+    __syncthreads();
+    top_p_row(key_s, id_s, out + r * V, V, top_p);
 }
 
 __device__ __forceinline__ bool beats(float a, int64_t ia, float b, int64_t ib) {
@@ -168,12 +205,15 @@ at::Tensor top_p_probs_cuda(const at::Tensor& logits, double top_p) {
     if (N > INT32_MAX) fail(Status::kInvalidArgument, "top_p_probs: too many rows");
     auto stream = at::cuda::getCurrentCUDAStream();
     if (V <= kMaxFusedVocab) {
-        int P2 = 1;
-        while (P2 < V) P2 <<= 1;
-        const size_t smem = static_cast<size_t>(P2) * (sizeof(float) + sizeof(int));
-        top_p_fused_kernel<<<static_cast<unsigned>(N), kTopPThreads, smem, stream>>>(logits.const_data_ptr<float>(),
-                                                                                    out.data_ptr<float>(), V, P2,
-                                                                                    static_cast<float>(top_p));
+        const float tp = static_cast<float>(top_p);
+        const unsigned grid = static_cast<unsigned>(N);
+        if (V <= kTopPThreads) {
+            top_p_fused_kernel<1><<<grid, kTopPThreads, 0, stream>>>(logits.const_data_ptr<float>(), out.data_ptr<float>(), V, tp);
+        } else if (V <= 2 * kTopPThreads) {
+            top_p_fused_kernel<2><<<grid, kTopPThreads, 0, stream>>>(logits.const_data_ptr<float>(), out.data_ptr<float>(), V, tp);
+        } else {
+            top_p_fused_kernel<4><<<grid, kTopPThreads, 0, stream>>>(logits.const_data_ptr<float>(), out.data_ptr<float>(), V, tp);
+        }
     } else {
         auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
         top_p_kernel<<<static_cast<unsigned>(N), kTopPThreads, 0, stream>>>(

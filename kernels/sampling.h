@@ -10,7 +10,8 @@
 //     probs[idx_j] = keep_j ? exp(sorted_j - sorted_0) / sum_{kept} exp(...) : 0
 //   equal to softmax(masked_fill(logits, removed, -inf)) up to the order of the fp32 sums (so the kept set
 //   can differ from ATen's only when a cumulative sum is within rounding of top_p). The CUDA path sorts in the
-//   kernel (bitonic, in shared memory) for V <= 4096, and after at::sort beyond that.
+//   kernel (a bitonic network in registers, warp shuffles and shared memory) for V <= 4096, and after at::sort
+//   beyond that.
 // draw_token(probs [N, V] fp32, noise [N, V] fp32 (Exp(1) draws, e.g. exponential_ with the generator))
 //   -> [N, 1] int64 = argmax_i probs_i / noise_i (first index on ties, NaN counts as largest): what
 //   at::multinomial(probs, 1) computes from the same noise. When `hist` ([N, L] int64) is defined, the

@@ -37,9 +37,8 @@ template <> struct Vec8<__half> : Vec8Half<__half> {};
 template <class T, int MR>
 __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                                              T* __restrict__ out, int M, int K, int N) {
-    extern __shared__ float xs[];  // [M, K] fp32
-    for (int i = threadIdx.x; i < M * K; i += blockDim.x) xs[i] = to_f(x[i]);
-    __syncthreads();
+    // No shared memory and no barrier: every load of the step is independent (x's few rows are read by every
+    // warp and stay in L1), so one launch costs about one memory round trip.
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n0 = (blockIdx.x * kWarps + warp) * kCols;
     if (n0 >= N) return;
@@ -49,8 +48,9 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(const T* __restrict
 #pragma unroll
         for (int m = 0; m < MR; ++m) acc[c][m] = 0.f;
     }
+#pragma unroll 2
     for (int k = lane * 8; k < K; k += 32 * 8) {
-        float wv[kCols][8];
+        float wv[kCols][8], xv[MR][8];
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
             if (n0 + c < N) {
@@ -63,12 +63,18 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_kernel(const T* __restrict
 #pragma unroll
         for (int m = 0; m < MR; ++m) {
             if (m < M) {
-                const float* xr = xs + m * K + k;
+                Vec8<T>::load(x + static_cast<int64_t>(m) * K + k, xv[m]);
+            } else {
 #pragma unroll
-                for (int i = 0; i < 8; ++i) {
+                for (int i = 0; i < 8; ++i) xv[m][i] = 0.f;
+            }
+        }
 #pragma unroll
-                    for (int c = 0; c < kCols; ++c) acc[c][m] += wv[c][i] * xr[i];
-                }
+        for (int m = 0; m < MR; ++m) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+#pragma unroll
+                for (int c = 0; c < kCols; ++c) acc[c][m] += wv[c][i] * xv[m][i];
             }
         }
     }
@@ -96,7 +102,6 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
     if (N == 0) return out;
     const int per_block = kWarps * kCols;
     const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
-    const size_t smem = static_cast<size_t>(M) * K * sizeof(float);
     auto stream = at::cuda::getCurrentCUDAStream();
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "skinny_linear", [&] {
         const auto* xp = reinterpret_cast<const scalar_t*>(x.const_data_ptr());
@@ -104,11 +109,11 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
         const auto* bp = b.defined() ? reinterpret_cast<const scalar_t*>(b.const_data_ptr()) : nullptr;
         auto* op = reinterpret_cast<scalar_t*>(out.data_ptr());
         const int threads = kWarps * 32;
-        if (M <= 1) skinny_kernel<scalar_t, 1><<<blocks, threads, smem, stream>>>(xp, wp, bp, op, M, K, N);
-        else if (M <= 2) skinny_kernel<scalar_t, 2><<<blocks, threads, smem, stream>>>(xp, wp, bp, op, M, K, N);
-        else if (M <= 4) skinny_kernel<scalar_t, 4><<<blocks, threads, smem, stream>>>(xp, wp, bp, op, M, K, N);
-        else if (M <= 8) skinny_kernel<scalar_t, 8><<<blocks, threads, smem, stream>>>(xp, wp, bp, op, M, K, N);
-        else skinny_kernel<scalar_t, 16><<<blocks, threads, smem, stream>>>(xp, wp, bp, op, M, K, N);
+        if (M <= 1) skinny_kernel<scalar_t, 1><<<blocks, threads, 0, stream>>>(xp, wp, bp, op, M, K, N);
+        else if (M <= 2) skinny_kernel<scalar_t, 2><<<blocks, threads, 0, stream>>>(xp, wp, bp, op, M, K, N);
+        else if (M <= 4) skinny_kernel<scalar_t, 4><<<blocks, threads, 0, stream>>>(xp, wp, bp, op, M, K, N);
+        else if (M <= 8) skinny_kernel<scalar_t, 8><<<blocks, threads, 0, stream>>>(xp, wp, bp, op, M, K, N);
+        else skinny_kernel<scalar_t, 16><<<blocks, threads, 0, stream>>>(xp, wp, bp, op, M, K, N);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     return out;

@@ -4,10 +4,10 @@
 // the products and the sum in fp32 (one rounding at the end), i.e. at::linear up to the order of the fp32 sum.
 // x [M, K] and w [N, K] contiguous, b [N] or undefined. cuBLAS picks split-K GEMV kernels plus a reduction
 // for these shapes (two launches, ~4-7 µs on an H100); this is one launch: a warp per two output columns,
-// the rows of x in shared memory, 16-byte weight loads.
+// 16-byte loads of w and x, no shared memory and no barrier.
 //
-// skinny_linear_fits(x, w): whether the CUDA path takes these shapes (M <= 16, K a multiple of 8, M·K fp32 in
-// 48 KB of shared memory); `skinny_linear` falls back to at::linear otherwise, and on CPU.
+// skinny_linear_fits(x, w): whether the CUDA path takes these shapes (M <= 16, K a multiple of 8, x and w
+// 16-byte aligned); `skinny_linear` falls back to at::linear otherwise, and on CPU.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -204,6 +204,7 @@ TEST(SkinnyGemmGpu, MatchesFp64WithinTheSumsRounding) {
     // Shapes it does not take fall back to at::linear.
     EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({17, 64}).cuda(), at::randn({8, 64}).cuda()));
     EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({2, 60}).cuda(), at::randn({8, 60}).cuda()));
+    EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({129}).cuda().narrow(0, 1, 128).view({2, 64}), at::randn({8, 64}).cuda()));  // misaligned
     const at::Tensor x = at::randn({32, 64}).cuda(), w = at::randn({8, 64}).cuda();
     EXPECT_TRUE(at::allclose(cn::kernels::skinny_linear(x, w, {}), at::linear(x, w)));
 }
