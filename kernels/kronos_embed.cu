@@ -25,7 +25,7 @@ __global__ void token_embed_kernel(const int64_t* __restrict__ h1, const int64_t
                                    int64_t V2, int64_t d, float scale, T* __restrict__ out, int64_t total) {
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (t >= total) return;
-    const int64_t n = t / (2 * d), c = t % (2 * d), p = *pos;
+    const int64_t n = t / (2 * d), c = t % (2 * d), p = clamp_index(*pos, L);
     const bool first = c < d;
     const int64_t tok = clamp_index(first ? h1[n * L + p] : h2[n * L + p], first ? V1 : V2);
     const T* table = first ? e1 : e2;
@@ -43,7 +43,7 @@ __global__ void add_time_kernel(T* __restrict__ x, const float* __restrict__ sta
                                 TimeTables tt, int64_t d, int64_t total) {
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (t >= total) return;
-    const int64_t n = t / d, j = t % d, p = *pos;
+    const int64_t n = t / d, j = t % d, p = clamp_index(*pos, L);
     const float* s = stamps + (n * L + p) * 5;
     float te = 0.f;
     for (int k = 0; k < 5; ++k) {

@@ -6,7 +6,8 @@
 // kronos_add_time_(x [N, d], stamps [N, L, 5] fp32, pos, minute [60, d], hour [24, d], weekday [7, d],
 //   day [32, d], month [13, d]): x += (((hour[s1] + weekday[s2]) + day[s3]) + month[s4]) + minute[s0] with
 //   s = stamps[n, p] truncated to integers: the TemporalEmbedding in the reference's order of summation,
-//   rounded to T after every add. Indices are clamped to their table (the caller's stamps are in range).
+//   rounded to T after every add. Indices are clamped to their table (the caller's stamps are in range), and
+//   the CUDA paths clamp p into [0, L) (the CPU paths refuse it).
 //
 // Dtype T (F32, BF16, F16) for tables and x; CPU paths (ATen composites) always, CUDA paths when built with them.
 #pragma once

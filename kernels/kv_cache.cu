@@ -32,6 +32,7 @@ __global__ void rope_kv_append_kernel(T* q, View3 qv, const T* __restrict__ k, V
     if (t >= total) return;
     const int64_t i = t % half, nh = t / half, h = nh % H, n = nh / H;
     const int64_t p = *pos;
+    if (p < 0 || p >= M) return;  // the caller guarantees 0 <= p < M; never write outside the cache
     const int64_t hd = 2 * half;
     T* kdst = kc + (nh * M + p) * hd;
     T* vdst = vc + (nh * M + p) * hd;

@@ -8,7 +8,8 @@
 //
 // rope_kv_append_: when inv_freq is defined, q (if defined) is rotated in place and k rotated at position p,
 //   exactly as kernels/rope.h does (same per-op rounding); then k_cache[:, :, p] = k', v_cache[:, :, p] = v.
-//   Without inv_freq, k and v are copied as they are (q must then be undefined).
+//   Without inv_freq, k and v are copied as they are (q must then be undefined). The CUDA path writes nothing
+//   for a position outside [0, M) (the CPU path refuses it); decode_attention clamps it into [0, M).
 // decode_attention: out[n, h*hd + i] = sum_{j <= p} softmax_j(scale * q[n,h]·k_cache[n,h,j]) v_cache[n,h,j,i]
 //   with fp32 scores, softmax and sums, rounded to T once at the end: scaled_dot_product_attention of the one
 //   query over the first p + 1 cache rows, up to the order of the fp32 sums. Result [N, H * hd] contiguous

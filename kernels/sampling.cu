@@ -81,8 +81,13 @@ __global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __
 
 constexpr int kMaxFusedVocab = 4096;
 
-// a before b in the sorted order: larger value first, equal values in index order (a stable descending sort).
-__device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
+// a before b in the sorted order: larger value first, NaN before everything (as ATen's descending sort puts it),
+// equal values (and NaNs) in index order: a strict total order, so both sides of an exchange agree.
+__device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) {
+    const bool na = isnan(ka), nb = isnan(kb);
+    if (na || nb) return na && (!nb || ia < ib);
+    return ka > kb || (ka == kb && ia < ib);
+}
 
 // Keeps (k, i) or the partner (pk, pi) at position `pos` of a bitonic compare-exchange with `partner_pos`:
 // within a block of the network sorted "up" the lower position takes the element that comes first.
@@ -187,7 +192,7 @@ __global__ void draw_kernel(const float* __restrict__ probs, const float* __rest
         }
         tok[r] = bi;
         if (hist) {
-            const int64_t col = *pos + 1;
+            const int64_t col = *pos + 1;  // outside the history: not written (the CPU path refuses it)
             if (col >= 0 && col < hist_len) hist[r * hist_stride + col] = bi;
         }
     }

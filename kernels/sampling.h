@@ -2,8 +2,8 @@
 // sort, and the multinomial draw from pre-drawn exponential noise.
 //
 // top_p_probs(logits [N, V] fp32 contiguous, top_p) -> probs [N, V]: the reference's top-p filter and softmax
-//   op for op (fp32), on the row sorted in descending order (equal values in index order, as at::sort's stable
-//   radix sort leaves them):
+//   op for op (fp32), on the row sorted in descending order (NaN first, equal values in index order, as ATen's
+//   CUDA sort leaves them for these sizes: a stable radix sort):
 //     p_j    = exp(sorted_j - sorted_0) / sum_j exp(sorted_j - sorted_0)         (softmax of the sorted row)
 //     cum_j  = p_0 + ... + p_j
 //     keep_j = j == 0 || cum_{j-1} <= top_p                                     (the shifted removal mask)
@@ -15,7 +15,8 @@
 // draw_token(probs [N, V] fp32, noise [N, V] fp32 (Exp(1) draws, e.g. exponential_ with the generator))
 //   -> [N, 1] int64 = argmax_i probs_i / noise_i (first index on ties, NaN counts as largest): what
 //   at::multinomial(probs, 1) computes from the same noise. When `hist` ([N, L] int64) is defined, the
-//   token is also written to hist[n, pos[0] + 1] (pos: int64 [1] on the device).
+//   token is also written to hist[n, pos[0] + 1] (pos: int64 [1] on the device; a column outside hist is not
+//   written by the CUDA path and refused by the CPU path).
 //
 // CPU paths (the ATen composites) always; CUDA paths when built with CUDA kernels (top_p_probs: V <= 65536).
 #pragma once

@@ -9,6 +9,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
@@ -98,9 +99,10 @@ TEST(KvCacheGpu, DecodeAttentionMatchesFp64) {
 TEST(SamplingGpu, TopPMatchesFp64AndCpu) {
     REQUIRE_CUDA();
     at::manual_seed(9);
-    // 1024 / 100 / 3000 / 4096: the in-kernel sort (padded or not); 5000: at::sort, then the filter kernel.
+    // 100 / 1024 / 2000 / 3000 / 4096: the in-kernel sort (1, 2 or 4 entries per thread, padded or not); 5000:
+    // at::sort, then the filter kernel.
     // "ties": values on a 0.5 grid, so many are equal and the sort's order among them matters.
-    for (int64_t V : {1024, 100, 3000, 4096, 5000}) {
+    for (int64_t V : {1024, 100, 2000, 3000, 4096, 5000}) {
         for (bool ties : {false, true}) {
             for (double top_p : {0.9, 0.5, 0.999}) {
                 at::Tensor logits = at::randn({5, V}) * 3;
@@ -128,6 +130,28 @@ TEST(SamplingGpu, TopPMatchesFp64AndCpu) {
                 for (int64_t n = 0; n < 5; ++n) EXPECT_EQ((got[n] > 0).sum().item<int64_t>(), kept[n]) << what << " row " << n;
             }
         }
+    }
+}
+
+// A NaN logit (a broken forward pass) must not leave probabilities unwritten: like the ATen composite, every
+// probability of the row is NaN, and the draw then takes index 0, as eager mode's argmax does.
+TEST(SamplingGpu, TopPWithNaNWritesEveryEntryLikeATen) {
+    REQUIRE_CUDA();
+    for (int64_t V : {1024, 2000, 5000}) {
+        at::Tensor logits = at::randn({3, V});
+        logits[1][7] = std::numeric_limits<float>::quiet_NaN();
+        logits[2][V - 1] = std::numeric_limits<float>::quiet_NaN();
+        logits[2][3] = std::numeric_limits<float>::quiet_NaN();
+        const at::Tensor got = cn::kernels::top_p_probs(logits.cuda(), 0.9).cpu();
+        const at::Tensor aten = cn::kernels::top_p_probs_cpu(logits.cuda(), 0.9).cpu();
+        for (int64_t n : {1, 2}) {
+            EXPECT_TRUE(at::isnan(got[n]).all().item<bool>()) << V << " row " << n;
+            EXPECT_TRUE(at::isnan(aten[n]).all().item<bool>()) << V << " row " << n;
+        }
+        expect_close(got[0], aten[0], 1e-5, 1e-9, "V " + std::to_string(V) + " finite row");
+        const at::Tensor tok = cn::kernels::draw_token(got.cuda(), at::ones_like(got).cuda()).cpu();
+        EXPECT_EQ(tok[1][0].item<int64_t>(), 0);
+        EXPECT_EQ(tok[2][0].item<int64_t>(), 0);
     }
 }
 

@@ -22,6 +22,7 @@
 #include <ATen/ops/topk.h>
 #include <ATen/ops/zeros.h>
 
+#include "core/common/status.h"
 #include "kernels/kronos_embed.h"
 #include "kernels/kv_cache.h"
 #include "kernels/rms_norm.h"
@@ -35,7 +36,8 @@ namespace {
 
 at::Tensor linear(const Linear& l, const at::Tensor& x) { return at::linear(x, l.w, l.b); }
 
-// RMSNorm: x * rsqrt(mean(x * x) + 1e-5), then * weight (fp32 throughout).
+// RMSNorm: x * rsqrt(mean(x * x) + 1e-5), then * weight, in the activations' dtype (fp32: the reference's
+// precision; a bf16 model rounds each op to bf16, as a bf16 copy of the reference would).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) {
     return x * at::rsqrt((x * x).mean(-1, /*keepdim=*/true) + 1e-5) * w;
 }
@@ -214,6 +216,9 @@ at::Tensor sample_static(const at::Tensor& logits_in, double temperature, int64_
 
 void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
                         int64_t top_k, double top_p, at::Generator& gen) {
+    if (!w.dep_kv.w.defined() || (!w.blocks.empty() && !w.blocks[0].qkv.w.defined())) {
+        fail(Status::kInternal, "decode_step_static: the fused weights are built for CUDA models only");
+    }
     KronosCache& c = st.cache;
     const int64_t N = st.hist1.size(0), d = cfg.d_model;
     // Linear layers of N rows: one skinny-GEMM launch each (kernels/skinny_gemm.h; cuBLAS beyond 16 rows).

@@ -22,7 +22,8 @@ struct Block {  // TransformerBlock: pre-norm, RoPE self-attention (causal), Swi
     at::Tensor norm1, norm2;
     Linear q, k, v, o;
     at::Tensor w1, w2, w3;
-    // The same weights fused for one GEMM each (q, k, v and w1, w3 are row slices of these; set at load).
+    // The same weights fused for one GEMM each (q, k, v and w1, w3 are then row slices of these); set at load
+    // for the predictor on CUDA devices only (the graph step uses them), undefined otherwise.
     Linear qkv;
     at::Tensor w13;
     at::Tensor inv_freq;
@@ -41,7 +42,7 @@ struct PredictorWeights {
     std::vector<Block> blocks;
     at::Tensor norm;
     Linear dep_q, dep_k, dep_v, dep_o;
-    Linear dep_kv;  // dep_k and dep_v fused (they are row slices of it; set at load)
+    Linear dep_kv;  // dep_k and dep_v fused (row slices of it); CUDA devices only, like Block::qkv
     at::Tensor dep_norm, dep_inv_freq;
     int64_t dep_heads = 4;
     Linear proj_s1, proj_s2;

@@ -84,7 +84,9 @@ struct Loader {
         }
         return default_inv_freq(head_dim, device);
     }
-    Block block(const std::string& p, int64_t heads, int64_t d) const {
+    // `fused`: also build the fused QKV and w1|w3 weights (only the CUDA graph step uses them; elsewhere they
+    // would only cost memory and break mmap aliasing).
+    Block block(const std::string& p, int64_t heads, int64_t d, bool fused = false) const {
         Block b;
         b.norm1 = w.load(p + ".norm1.weight");
         b.norm2 = w.load(p + ".norm2.weight");
@@ -92,14 +94,16 @@ struct Loader {
         b.k = L(p + ".self_attn.k_proj");
         b.v = L(p + ".self_attn.v_proj");
         b.o = L(p + ".self_attn.out_proj");
-        b.qkv = fuse({&b.q, &b.k, &b.v});
         b.w1 = w.load(p + ".ffn.w1.weight");
         b.w2 = w.load(p + ".ffn.w2.weight");
         b.w3 = w.load(p + ".ffn.w3.weight");
-        Linear w1{b.w1, {}}, w3{b.w3, {}};
-        b.w13 = fuse({&w1, &w3}).w;
-        b.w1 = w1.w;
-        b.w3 = w3.w;
+        if (fused) {
+            b.qkv = fuse({&b.q, &b.k, &b.v});
+            Linear w1{b.w1, {}}, w3{b.w3, {}};
+            b.w13 = fuse({&w1, &w3}).w;
+            b.w1 = w1.w;
+            b.w3 = w3.w;
+        }
         b.heads = heads;
         b.inv_freq = inv_freq(p + ".self_attn.rotary.inv_freq", d / heads);
         return b;
@@ -688,12 +692,13 @@ std::unique_ptr<Model> load_kronos(const std::string& dir, const format::ModelCo
     pr.weekday = pw.load("time_emb.weekday_embed.weight");
     pr.day = pw.load("time_emb.day_embed.weight");
     pr.month = pw.load("time_emb.month_embed.weight");
-    for (int64_t i = 0; i < p.n_layers; ++i) pr.blocks.push_back(pl.block("transformer." + std::to_string(i), p.n_heads, d));
+    const bool fused = options.device.is_cuda();  // the graph step's fused GEMMs
+    for (int64_t i = 0; i < p.n_layers; ++i) pr.blocks.push_back(pl.block("transformer." + std::to_string(i), p.n_heads, d, fused));
     pr.norm = pw.load("norm.weight");
     pr.dep_q = pl.L("dep_layer.cross_attn.q_proj");
     pr.dep_k = pl.L("dep_layer.cross_attn.k_proj");
     pr.dep_v = pl.L("dep_layer.cross_attn.v_proj");
-    pr.dep_kv = fuse({&pr.dep_k, &pr.dep_v});
+    if (fused) pr.dep_kv = fuse({&pr.dep_k, &pr.dep_v});
     pr.dep_o = pl.L("dep_layer.cross_attn.out_proj");
     pr.dep_norm = pw.load("dep_layer.norm.weight");
     pr.dep_heads = p.dep_heads;
