@@ -147,3 +147,58 @@ TEST(KronosGpu, ManyHistoryLengthsFallBackToTheStepGraph) {
     }
     EXPECT_GE(static_cast<double>(eq), 0.95 * n) << eq << " of " << n;
 }
+
+// The graph caches are LRU-bounded (KronosGraphs::kMaxEntries step entries, kMaxEnds prologue/epilogue pairs per
+// entry): calls that cycle through more batch shapes and history lengths than are kept evict and re-capture,
+// and every call still draws what eager mode draws.
+TEST(KronosGpu, EvictionsKeepResultsEqualToEager) {
+    if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+    nlohmann::json c;
+    for (const auto& x : cn::test::kronos_cases()) {
+        if (x["name"] == "a_top_p") c = x;
+    }
+    ASSERT_FALSE(c.is_null());
+    cn::ModelOptions o;
+    o.device = c10::Device(c10::kCUDA, 0);
+    auto eager = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/tiny_a", o);
+    auto graph = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/tiny_a", o);
+    eager->set_mode(CN_MODE_EAGER);
+    graph->set_mode(CN_MODE_GRAPH);
+    auto run = [&](cn::Model& m, const cn::ForecastRequest& req) {
+        cn::RunContext r;
+        r.seed = 11;
+        r.begin();
+        std::vector<float> out(req.series.size() * req.horizon);
+        cn::kronos::KronosTrace t;
+        cn::kronos::forecast_traced(m, req, r, out.data(), out.size(), &t);
+        return t;
+    };
+    size_t eq = 0, n = 0;
+    // 10 sample counts (10 batch shapes > 8 entries), then 6 history lengths for one shape (> 4 ends), twice.
+    std::vector<std::pair<int, int>> calls;  // (sample_count, cut of the history)
+    for (int rep = 0; rep < 2; ++rep) {
+        for (int s = 1; s <= 10; ++s) calls.push_back({s, 0});
+        for (int cut = 0; cut < 6; ++cut) calls.push_back({1, cut});
+    }
+    for (const auto& [samples, cut] : calls) {
+        nlohmann::json x = c;
+        x["sample_count"] = samples;
+        for (auto& ch : x["series"][0]["values"]) ch.erase(ch.begin(), ch.begin() + cut);
+        x["series"][0]["history_ts"].erase(x["series"][0]["history_ts"].begin(), x["series"][0]["history_ts"].begin() + cut);
+        const cn::ForecastRequest req = cn::test::kronos_request(x);
+        const auto a = run(*eager, req), b = run(*graph, req);
+        ASSERT_EQ(a.s1.size(), b.s1.size());
+        for (size_t r = 0; r < a.s1.size(); ++r) {
+            for (size_t k = 0; k < a.s1[r].size(); ++k) {
+                eq += (a.s1[r][k] == b.s1[r][k]) + (a.s2[r][k] == b.s2[r][k]);
+                n += 2;
+            }
+        }
+    }
+    EXPECT_GE(static_cast<double>(eq), 0.95 * n) << eq << " of " << n;
+    cn_model_info info{};
+    info.struct_size = sizeof(info);
+    graph->fill_info(info);
+    EXPECT_GT(info.graph_pool_bytes, 0u);
+    EXPECT_LT(info.graph_pool_bytes, uint64_t{4} << 30) << "graph pools not released on eviction";
+}
