@@ -170,9 +170,11 @@ typedef enum cn_mode {
     CN_MODE_EAGER = 0,  /* plain ATen ops; every device */
     CN_MODE_GRAPH = 1,  /* CUDA graphs captured on first use, then replayed; CUDA only. Holds graph memory pools
                            (cn_model_info.graph_pool_bytes); calls are serialised. Chronos-2: the whole pass, per
-                           shape bucket. Kronos: the KV-cached decode step, per (batch rows, temperature, top_k,
-                           top_p), used when history + horizon - 1 <= max_context and horizon >= 2 (else the
-                           cached path of FUSED runs); equal to EAGER up to rounding */
+                           shape bucket. Kronos: per (batch rows, temperature, top_k, top_p) the KV-cached decode
+                           step on cutenative's kernels, plus per (history, horizon) the tokenizer + prefill and
+                           the decode, when history + horizon - 1 <= max_context and horizon >= 2; once the window
+                           slides, the full-window step; else (too many shapes in one call) the cached path of
+                           FUSED. Equal to EAGER up to rounding (fp32: same sampled values in the tests) */
     CN_MODE_FUSED = 2   /* Chronos-2: cutenative's kernels (RMS norms with the residual add, RoPE, pre/post-
                            processing, fused QKV), ATen ops elsewhere; on CUDA also captured in CUDA graphs as GRAPH
                            is (pools, serialised calls); on CPU the kernels' CPU paths. Kronos: KV-cached decoding

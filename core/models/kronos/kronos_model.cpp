@@ -162,7 +162,8 @@ public:
 protected:
     // eager: the reference's algorithm (every step recomputes the window): bit-identical on CPU.
     // fused: KV-cached decoding while the window has not slid, last-row heads; equal up to rounding.
-    // graph (CUDA): the cached decode step captured in CUDA graphs (kronos_graphs.h); equal up to rounding.
+    // graph (CUDA): the whole call from CUDA graphs (kronos_graphs.h: prologue, cached decode step on the
+    // decode kernels, epilogue; the full-window step once the window slides); equal up to rounding.
     void apply_mode(cn_mode mode) override {
 #ifdef CN_WITH_CUDA
         if (mode == CN_MODE_GRAPH && options_.device.is_cuda()) {
