@@ -3,6 +3,8 @@
 // how many rows a launch holds).
 #pragma once
 
+#include <cmath>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -39,6 +41,24 @@ __device__ __forceinline__ T block_sum(T v) {
         T s = lane < warps ? partial[lane] : T(0);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         if (lane == 0) total = s;
+    }
+    __syncthreads();
+    return total;
+}
+
+// Maximum over the block (fmaxf: a NaN loses to a number); every thread gets the result.
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float partial[32];
+    __shared__ float total;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float m = lane < warps ? partial[lane] : -INFINITY;
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0) total = m;
     }
     __syncthreads();
     return total;

@@ -65,23 +65,6 @@ constexpr int kAttnWarps = kAttnThreads / 32;
 constexpr int kMaxHeadDim = 256;   // 8 values per lane
 constexpr int64_t kMaxAttnRows = 8192;
 
-__device__ __forceinline__ float block_max(float v) {
-    __shared__ float partial[32];
-    __shared__ float total;
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
-    __syncthreads();
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        float m = lane < warps ? partial[lane] : -INFINITY;
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        if (lane == 0) total = m;
-    }
-    __syncthreads();
-    return total;
-}
-
 // One block per (row, head). Warp w owns cache rows j = w, w + 8, ...; lane l owns head dims l, l + 32, ...
 // (PL = ceil(hd / 32) values; coalesced row reads), 32 / PL rows at a time so their loads are in flight
 // together (the step is latency-bound: few blocks, short rows; 128 rows of hd 64 take one round trip). Scores go to shared memory; the weighted sum of V is accumulated per warp in
@@ -130,7 +113,7 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T*
     __syncthreads();
     float m = -INFINITY;
     for (int64_t j = threadIdx.x; j < L; j += blockDim.x) m = fmaxf(m, sc[j]);
-    m = block_max(m);
+    m = cuda::block_max(m);
     float local = 0.f;
     for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
         const float e = expf(sc[j] - m);

@@ -19,6 +19,7 @@
 //   written by the CUDA path and refused by the CPU path).
 //
 // CPU paths (the ATen composites) always; CUDA paths when built with CUDA kernels (top_p_probs: V <= 65536).
+// The *_cpu functions are plain ATen and run on any device: Kronos eager mode samples through them on CUDA too.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -191,35 +191,43 @@ def main():
             errors.append("label %s: %d prompts (want >= %d)" % (lab, len(rs), need))
         if rs and (d == 0 or d == len(rs)):
             errors.append("label %s: not present in both splits" % lab)
+    hdr = ("label", "total", "dev", "test", "keyword_free", "kf dev", "kf test")
+    report(args, rows, table, hdr, (6, 5, 5, 13, 7, 8), MIN_TOTAL, "prompts", errors)
+    return finish(args, rows, trig, errors)
+
+
+def report(args, rows, table, hdr, widths, min_total, what, errors):
+    """Checks the totals and prints the per-label table (Markdown or fixed columns of these widths after the
+    label) and the prompt statistics."""
     style = [r for r in rows if r["label"] != "none"]
     kf_style = sum(r["keyword_free"] for r in style)
     frac = kf_style / len(style) if style else 0.0
-    if len(rows) < MIN_TOTAL:
-        errors.append("total %d prompts (want >= %d)" % (len(rows), MIN_TOTAL))
+    if len(rows) < min_total:
+        errors.append("total %d prompts (want >= %d)" % (len(rows), min_total))
     if frac < MIN_KEYWORD_FREE:
         errors.append("keyword_free fraction of style prompts %.3f (want >= %.2f)" % (frac, MIN_KEYWORD_FREE))
 
-    tot = [sum(t[i] for t in table) for i in range(1, 7)]
-    hdr = ("label", "total", "dev", "test", "keyword_free", "kf dev", "kf test")
+    cols = len(hdr) - 1
+    tot = [sum(t[i] for t in table) for i in range(1, cols + 1)]
     if args.markdown:
         print("| " + " | ".join(hdr) + " |")
-        print("|" + "|".join(["---"] + ["---:"] * 6) + "|")
+        print("|" + "|".join(["---"] + ["---:"] * cols) + "|")
         for t in table:
-            print("| `%s` | %d | %d | %d | %d | %d | %d |" % t)
-        print("| **all** | %d | %d | %d | %d | %d | %d |" % tuple(tot))
+            print(("| `%s` |" + " %d |" * cols) % t)
+        print(("| **all** |" + " %d |" * cols) % tuple(tot))
     else:
-        print("%-16s %6s %5s %5s %13s %7s %8s" % hdr)
+        print(("%-16s" + "".join(" %%%ds" % w for w in widths)) % hdr)
+        row = "%-16s" + "".join(" %%%dd" % w for w in widths)
         for t in table:
-            print("%-16s %6d %5d %5d %13d %7d %8d" % t)
-        print("%-16s %6d %5d %5d %13d %7d %8d" % (("all",) + tuple(tot)))
+            print(row % t)
+        print(row % (("all",) + tuple(tot)))
     words = [len(r["prompt"].split()) for r in rows]
     print()
-    print("prompts: %d  style-labelled: %d  keyword_free among style-labelled: %d (%.1f%%)"
-          % (len(rows), len(style), kf_style, 100 * frac))
+    print("%s: %d  style-labelled: %d  keyword_free among style-labelled: %d (%.1f%%)"
+          % (what, len(rows), len(style), kf_style, 100 * frac))
     if words:
         print("words per prompt: min %d  median %d  max %d"
               % (min(words), sorted(words)[len(words) // 2], max(words)))
-    return finish(args, rows, trig, errors)
 
 
 def finish(args, rows, trig, errors):
@@ -262,34 +270,8 @@ def check_holdout(args, names, trig, all_trig, labels, errors):
         need = HOLDOUT_MIN_NONE if lab == "none" else HOLDOUT_MIN_PER_STYLE
         if len(rs) < need:
             errors.append("label %s: %d prompts (want >= %d)" % (lab, len(rs), need))
-    style = [r for r in rows if r["label"] != "none"]
-    kf_style = sum(r["keyword_free"] for r in style)
-    frac = kf_style / len(style) if style else 0.0
-    if len(rows) < HOLDOUT_MIN_TOTAL:
-        errors.append("total %d prompts (want >= %d)" % (len(rows), HOLDOUT_MIN_TOTAL))
-    if frac < MIN_KEYWORD_FREE:
-        errors.append("keyword_free fraction of style prompts %.3f (want >= %.2f)" % (frac, MIN_KEYWORD_FREE))
-
-    tot = [sum(t[i] for t in table) for i in range(1, 4)]
     hdr = ("label", "total", "keyword_free", "with keyword")
-    if args.markdown:
-        print("| " + " | ".join(hdr) + " |")
-        print("|" + "|".join(["---"] + ["---:"] * 3) + "|")
-        for t in table:
-            print("| `%s` | %d | %d | %d |" % t)
-        print("| **all** | %d | %d | %d |" % tuple(tot))
-    else:
-        print("%-16s %6s %13s %13s" % hdr)
-        for t in table:
-            print("%-16s %6d %13d %13d" % t)
-        print("%-16s %6d %13d %13d" % (("all",) + tuple(tot)))
-    words = [len(r["prompt"].split()) for r in rows]
-    print()
-    print("holdout prompts: %d  style-labelled: %d  keyword_free among style-labelled: %d (%.1f%%)"
-          % (len(rows), len(style), kf_style, 100 * frac))
-    if words:
-        print("words per prompt: min %d  median %d  max %d"
-              % (min(words), sorted(words)[len(words) // 2], max(words)))
+    report(args, rows, table, hdr, (6, 13, 13), HOLDOUT_MIN_TOTAL, "holdout prompts", errors)
     return finish(args, rows, trig, errors)
 
 

@@ -22,6 +22,52 @@
 
 namespace {
 
+// One traced call with this seed; `out` receives the forecast when given.
+cn::kronos::KronosTrace traced(cn::Model& m, const cn::ForecastRequest& req, uint64_t seed, std::vector<float>* out = nullptr) {
+    cn::RunContext run;
+    run.seed = seed;
+    run.begin();
+    std::vector<float> values(req.series.size() * req.horizon);
+    cn::kronos::KronosTrace t;
+    cn::kronos::forecast_traced(m, req, run, values.data(), values.size(), &t);
+    if (out) *out = std::move(values);
+    return t;
+}
+
+std::unique_ptr<cn::Model> cuda_model(const std::string& name, cn_mode mode, c10::ScalarType dtype = c10::kFloat) {
+    cn::ModelOptions o;
+    o.device = c10::Device(c10::kCUDA, 0);
+    o.dtype = dtype;
+    auto m = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/" + name, o);
+    m->set_mode(mode);
+    return m;
+}
+
+// Adds the tokens of `b` equal to `a`'s (s1 and s2, every row and step) to eq, and the tokens compared to n.
+void count_equal(const cn::kronos::KronosTrace& a, const cn::kronos::KronosTrace& b, size_t& eq, size_t& n) {
+    ASSERT_EQ(a.s1.size(), b.s1.size());
+    for (size_t r = 0; r < a.s1.size(); ++r) {
+        for (size_t k = 0; k < a.s1[r].size(); ++k) {
+            eq += (a.s1[r][k] == b.s1[r][k]) + (a.s2[r][k] == b.s2[r][k]);
+            n += 2;
+        }
+    }
+}
+
+// The fixture case `name` with its first series' history shortened by `cut` bars.
+nlohmann::json case_cut(const std::string& name, int cut) {
+    for (const auto& x : cn::test::kronos_cases()) {
+        if (x["name"] != name) continue;
+        nlohmann::json c = x;
+        nlohmann::json& s = c["series"][0];
+        for (auto& ch : s["values"]) ch.erase(ch.begin(), ch.begin() + cut);
+        s["history_ts"].erase(s["history_ts"].begin(), s["history_ts"].begin() + cut);
+        return c;
+    }
+    ADD_FAILURE() << "no fixture case " << name;
+    return {};
+}
+
 struct Runs {
     std::vector<cn::kronos::KronosTrace> traces;
     std::vector<std::vector<float>> outs;
@@ -33,21 +79,9 @@ Runs run_all(cn_mode mode, c10::ScalarType dtype = c10::kFloat) {
     std::map<std::string, std::unique_ptr<cn::Model>> models;
     for (const auto& c : cases) {
         const std::string name = c["model"];
-        if (!models.count(name)) {
-            cn::ModelOptions o;
-            o.device = c10::Device(c10::kCUDA, 0);
-            o.dtype = dtype;
-            models[name] = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/" + name, o);
-            models[name]->set_mode(mode);
-        }
-        const cn::ForecastRequest req = cn::test::kronos_request(c);
-        cn::RunContext run;
-        run.seed = c["seed"];
-        run.begin();
-        std::vector<float> out(req.series.size() * req.horizon);
-        cn::kronos::KronosTrace t;
-        cn::kronos::forecast_traced(*models[name], req, run, out.data(), out.size(), &t);
-        r.traces.push_back(std::move(t));
+        if (!models.count(name)) models[name] = cuda_model(name, mode, dtype);
+        std::vector<float> out;
+        r.traces.push_back(traced(*models[name], cn::test::kronos_request(c), c["seed"], &out));
         r.outs.push_back(std::move(out));
     }
     if (mode == CN_MODE_GRAPH) {
@@ -61,14 +95,7 @@ Runs run_all(cn_mode mode, c10::ScalarType dtype = c10::kFloat) {
 
 std::pair<size_t, size_t> agreement(const Runs& a, const Runs& b) {
     size_t eq = 0, n = 0;
-    for (size_t c = 0; c < a.traces.size(); ++c) {
-        for (size_t r = 0; r < a.traces[c].s1.size(); ++r) {
-            for (size_t k = 0; k < a.traces[c].s1[r].size(); ++k) {
-                eq += (a.traces[c].s1[r][k] == b.traces[c].s1[r][k]) + (a.traces[c].s2[r][k] == b.traces[c].s2[r][k]);
-                n += 2;
-            }
-        }
-    }
+    for (size_t c = 0; c < a.traces.size(); ++c) count_equal(a.traces[c], b.traces[c], eq, n);
     return {eq, n};
 }
 
@@ -109,42 +136,16 @@ TEST(KronosGpu, Bf16ModesRunAndAgreeMostly) {
 // draw what eager mode draws: six tasks of different lengths, cut from one fixture series.
 TEST(KronosGpu, ManyHistoryLengthsFallBackToTheStepGraph) {
     if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-    nlohmann::json c;
-    for (const auto& x : cn::test::kronos_cases()) {
-        if (x["name"] == "a_top_p") c = x;
-    }
-    ASSERT_FALSE(c.is_null());
-    nlohmann::json many = c;
+    nlohmann::json many = case_cut("a_top_p", 0);
+    ASSERT_FALSE(many.is_null());
     many["series"] = nlohmann::json::array();
-    for (int cut = 0; cut < 6; ++cut) {  // histories 30, 29, ..., 25: six batches of one row each
-        nlohmann::json s = c["series"][0];
-        for (auto& ch : s["values"]) ch.erase(ch.begin(), ch.begin() + cut);
-        s["history_ts"].erase(s["history_ts"].begin(), s["history_ts"].begin() + cut);
-        many["series"].push_back(s);
-    }
+    for (int cut = 0; cut < 6; ++cut) many["series"].push_back(case_cut("a_top_p", cut)["series"][0]);  // histories 30..25
     const cn::ForecastRequest req = cn::test::kronos_request(many);
-    auto run_mode = [&](cn_mode mode) {
-        cn::ModelOptions o;
-        o.device = c10::Device(c10::kCUDA, 0);
-        auto m = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/tiny_a", o);
-        m->set_mode(mode);
-        cn::RunContext run;
-        run.seed = 7;
-        run.begin();
-        std::vector<float> out(req.series.size() * req.horizon);
-        cn::kronos::KronosTrace t;
-        cn::kronos::forecast_traced(*m, req, run, out.data(), out.size(), &t);
-        return t;
-    };
-    const auto eager = run_mode(CN_MODE_EAGER), graph = run_mode(CN_MODE_GRAPH);
+    const auto eager = traced(*cuda_model("tiny_a", CN_MODE_EAGER), req, 7);
+    const auto graph = traced(*cuda_model("tiny_a", CN_MODE_GRAPH), req, 7);
     ASSERT_EQ(eager.s1.size(), 6u);
     size_t eq = 0, n = 0;
-    for (size_t r = 0; r < 6; ++r) {
-        for (size_t k = 0; k < eager.s1[r].size(); ++k) {
-            eq += (eager.s1[r][k] == graph.s1[r][k]) + (eager.s2[r][k] == graph.s2[r][k]);
-            n += 2;
-        }
-    }
+    count_equal(eager, graph, eq, n);
     EXPECT_GE(static_cast<double>(eq), 0.95 * n) << eq << " of " << n;
 }
 
@@ -153,26 +154,7 @@ TEST(KronosGpu, ManyHistoryLengthsFallBackToTheStepGraph) {
 // and every call still draws what eager mode draws.
 TEST(KronosGpu, EvictionsKeepResultsEqualToEager) {
     if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-    nlohmann::json c;
-    for (const auto& x : cn::test::kronos_cases()) {
-        if (x["name"] == "a_top_p") c = x;
-    }
-    ASSERT_FALSE(c.is_null());
-    cn::ModelOptions o;
-    o.device = c10::Device(c10::kCUDA, 0);
-    auto eager = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/tiny_a", o);
-    auto graph = cn::load_model(std::string(CN_FIXTURES_DIR) + "/kronos/tiny_a", o);
-    eager->set_mode(CN_MODE_EAGER);
-    graph->set_mode(CN_MODE_GRAPH);
-    auto run = [&](cn::Model& m, const cn::ForecastRequest& req) {
-        cn::RunContext r;
-        r.seed = 11;
-        r.begin();
-        std::vector<float> out(req.series.size() * req.horizon);
-        cn::kronos::KronosTrace t;
-        cn::kronos::forecast_traced(m, req, r, out.data(), out.size(), &t);
-        return t;
-    };
+    auto eager = cuda_model("tiny_a", CN_MODE_EAGER), graph = cuda_model("tiny_a", CN_MODE_GRAPH);
     size_t eq = 0, n = 0;
     // 10 sample counts (10 batch shapes > 8 entries), then 6 history lengths for one shape (> 4 ends), twice.
     std::vector<std::pair<int, int>> calls;  // (sample_count, cut of the history)
@@ -181,19 +163,11 @@ TEST(KronosGpu, EvictionsKeepResultsEqualToEager) {
         for (int cut = 0; cut < 6; ++cut) calls.push_back({1, cut});
     }
     for (const auto& [samples, cut] : calls) {
-        nlohmann::json x = c;
+        nlohmann::json x = case_cut("a_top_p", cut);
+        ASSERT_FALSE(x.is_null());
         x["sample_count"] = samples;
-        for (auto& ch : x["series"][0]["values"]) ch.erase(ch.begin(), ch.begin() + cut);
-        x["series"][0]["history_ts"].erase(x["series"][0]["history_ts"].begin(), x["series"][0]["history_ts"].begin() + cut);
         const cn::ForecastRequest req = cn::test::kronos_request(x);
-        const auto a = run(*eager, req), b = run(*graph, req);
-        ASSERT_EQ(a.s1.size(), b.s1.size());
-        for (size_t r = 0; r < a.s1.size(); ++r) {
-            for (size_t k = 0; k < a.s1[r].size(); ++k) {
-                eq += (a.s1[r][k] == b.s1[r][k]) + (a.s2[r][k] == b.s2[r][k]);
-                n += 2;
-            }
-        }
+        count_equal(traced(*eager, req, 11), traced(*graph, req, 11), eq, n);
     }
     EXPECT_GE(static_cast<double>(eq), 0.95 * n) << eq << " of " << n;
     cn_model_info info{};

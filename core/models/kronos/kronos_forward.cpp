@@ -6,11 +6,8 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
-#include <ATen/ops/cumsum.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/linear.h>
-#include <ATen/ops/argmax.h>
-#include <ATen/ops/div.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/outer.h>
 #include <ATen/ops/pow.h>
@@ -18,7 +15,6 @@
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/softmax.h>
-#include <ATen/ops/sort.h>
 #include <ATen/ops/topk.h>
 #include <ATen/ops/zeros.h>
 
@@ -192,22 +188,26 @@ at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& 
 
 namespace {
 
-// sample_from_logits for the captured step: the same generator call (one exponential_ per token), the top-p
-// filter, softmax and draw on cutenative's kernels; the token also goes to hist[:, pos + 1].
-at::Tensor sample_static(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen,
-                         const at::Tensor& hist, const at::Tensor& pos) {
+// The reference's filter before the draw: logits / temperature in fp32 (bf16 models too), then top-k (k > 0;
+// top-p is then NOT applied, as in the reference) or top-p (< 1), softmax. `fused`: the top-p filter on
+// cutenative's kernel (the captured step); otherwise the ATen composite, op for op as the reference.
+at::Tensor filtered_probs(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, bool fused) {
     at::Tensor logits = logits_in.to(at::kFloat) / temperature;
-    at::Tensor probs;
-    if (top_k <= 0 && top_p < 1.0) {
-        probs = kernels::top_p_probs(logits, top_p);
-    } else {
-        if (top_k > 0) {
-            const int64_t k = std::min<int64_t>(top_k, logits.size(-1));
-            const at::Tensor kth = std::get<0>(at::topk(logits, k)).select(-1, k - 1).unsqueeze(-1);
-            logits.masked_fill_(logits < kth, -std::numeric_limits<double>::infinity());
-        }
-        probs = at::softmax(logits, -1);
+    if (top_k > 0) {
+        const int64_t k = std::min<int64_t>(top_k, logits.size(-1));
+        const at::Tensor kth = std::get<0>(at::topk(logits, k)).select(-1, k - 1).unsqueeze(-1);
+        logits.masked_fill_(logits < kth, -std::numeric_limits<double>::infinity());
+    } else if (top_p < 1.0) {
+        return fused ? kernels::top_p_probs(logits, top_p) : kernels::top_p_probs_cpu(logits, top_p);
     }
+    return at::softmax(logits, -1);
+}
+
+// sample_from_logits for the captured step: the same generator call (one exponential_ per token), the filter
+// and the draw on cutenative's kernels; the token also goes to hist[:, pos + 1].
+at::Tensor sample_static(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen,
+                         const at::Tensor& hist, const at::Tensor& pos) {
+    const at::Tensor probs = filtered_probs(logits, temperature, top_k, top_p, /*fused=*/true);
     const at::Tensor noise = at::empty_like(probs).exponential_(1, gen);
     return kernels::draw_token(probs, noise, hist, pos);
 }
@@ -254,30 +254,15 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
     st.pos.add_(1);
 }
 
-at::Tensor sample_from_logits(const at::Tensor& logits_in, double temperature, int64_t top_k, double top_p, at::Generator& gen) {
-    at::Tensor logits = logits_in.to(at::kFloat) / temperature;  // fp32 sampling for bf16 models too
-    const double inf = std::numeric_limits<double>::infinity();
-    if (top_k > 0) {
-        const int64_t k = std::min<int64_t>(std::max<int64_t>(top_k, 1), logits.size(-1));
-        const at::Tensor kth = std::get<0>(at::topk(logits, k)).select(-1, k - 1).unsqueeze(-1);
-        logits.masked_fill_(logits < kth, -inf);
-    } else if (top_p < 1.0) {
-        auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
-        const at::Tensor cum = at::cumsum(at::softmax(sorted, -1), -1);
-        at::Tensor remove = cum > top_p;
-        remove.slice(-1, 1).copy_(remove.slice(-1, 0, -1).clone());
-        remove.select(-1, 0).fill_(false);
-        const at::Tensor mask = remove.scatter(1, idx, remove);
-        logits.masked_fill_(mask, -inf);
-    }
-    const at::Tensor probs = at::softmax(logits, -1);
+at::Tensor sample_from_logits(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen) {
+    const at::Tensor probs = filtered_probs(logits, temperature, top_k, top_p, /*fused=*/false);
     // at::multinomial(probs, 1) is, for one draw, argmax(probs / q) with q ~ Exp(1) drawn by exponential_ from
-    // the generator: the same computation here, minus its validity checks, which read the probabilities back
-    // to the host (two synchronisations per draw on a GPU). The probabilities come from a softmax of logits
-    // with at least one finite entry, so they are valid. Tests check the draws against the reference's.
-    at::Tensor q = at::empty_like(probs).exponential_(1, gen);
-    at::div_out(q, probs, q);
-    return q.argmax(-1, /*keepdim=*/true);
+    // the generator: the same computation here (draw_token's ATen path), minus its validity checks, which read
+    // the probabilities back to the host (two synchronisations per draw on a GPU). The probabilities come from a
+    // softmax of logits with at least one finite entry, so they are valid. Tests check the draws against the
+    // reference's.
+    const at::Tensor q = at::empty_like(probs).exponential_(1, gen);
+    return kernels::draw_token_cpu(probs, q);
 }
 
 }  // namespace cn::kronos

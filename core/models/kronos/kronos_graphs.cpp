@@ -1,5 +1,7 @@
 #include "core/models/kronos/kronos_graphs.h"
 
+#include <algorithm>
+
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -8,6 +10,22 @@
 #include "core/runtime/cuda_graph.h"
 
 namespace cn::kronos {
+namespace {
+
+// Makes room in an LRU map of items with `last_used` and `bytes` (entries, ends, sliding entries): when `limit`
+// are held, erases the least recently used one. Returns the bytes it held (0 when nothing was erased).
+template <class Map>
+uint64_t evict_lru(Map& m, size_t limit) {
+    if (m.empty() || m.size() < limit) return 0;
+    const auto victim = std::min_element(m.begin(), m.end(), [](const auto& a, const auto& b) {
+        return a.second->last_used < b.second->last_used;
+    });
+    const uint64_t bytes = victim->second->bytes;
+    m.erase(victim);
+    return bytes;
+}
+
+}  // namespace
 
 KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg,
                            const TokenizerWeights& tw, c10::Device device)
@@ -24,14 +42,7 @@ KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t to
         it->second->last_used = ++tick_;
         return *it->second;
     }
-    if (entries_.size() >= kMaxEntries) {
-        auto victim = entries_.begin();
-        for (auto e = entries_.begin(); e != entries_.end(); ++e) {
-            if (e->second->last_used < victim->second->last_used) victim = e;
-        }
-        pool_bytes_ -= victim->second->bytes;
-        entries_.erase(victim);
-    }
+    pool_bytes_ -= evict_lru(entries_, kMaxEntries);
     c10::cuda::CUDAGuard guard(device_);
     const int64_t before = reserved_bytes(device_);
     const int64_t M = cfg_.max_context, d = cfg_.d_model;
@@ -79,15 +90,9 @@ KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
         found->last_used = ++tick_;
         return *found;
     }
-    if (e.ends.size() >= kMaxEnds) {
-        auto victim = e.ends.begin();
-        for (auto it = e.ends.begin(); it != e.ends.end(); ++it) {
-            if (it->second->last_used < victim->second->last_used) victim = it;
-        }
-        e.bytes -= victim->second->bytes;
-        pool_bytes_ -= victim->second->bytes;
-        e.ends.erase(victim);
-    }
+    const uint64_t freed = evict_lru(e.ends, kMaxEnds);
+    e.bytes -= freed;
+    pool_bytes_ -= freed;
     c10::cuda::CUDAGuard guard(device_);
     const int64_t before = reserved_bytes(device_);
     const int64_t M = cfg_.max_context, N = e.st.hist1.size(0), total = T0 + P, ws = std::max<int64_t>(0, total - M);
@@ -125,10 +130,6 @@ KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
     return *slot;
 }
 
-}  // namespace cn::kronos
-
-namespace cn::kronos {
-
 KronosGraphs::Sliding& KronosGraphs::sliding(int64_t N, double temperature, int64_t top_k, double top_p) {
     const Key key{N, temperature, top_k, top_p};
     auto it = sliding_.find(key);
@@ -136,14 +137,7 @@ KronosGraphs::Sliding& KronosGraphs::sliding(int64_t N, double temperature, int6
         it->second->last_used = ++tick_;
         return *it->second;
     }
-    if (sliding_.size() >= kMaxEntries) {
-        auto victim = sliding_.begin();
-        for (auto e = sliding_.begin(); e != sliding_.end(); ++e) {
-            if (e->second->last_used < victim->second->last_used) victim = e;
-        }
-        pool_bytes_ -= victim->second->bytes;
-        sliding_.erase(victim);
-    }
+    pool_bytes_ -= evict_lru(sliding_, kMaxEntries);
     c10::cuda::CUDAGuard guard(device_);
     const int64_t before = reserved_bytes(device_);
     const int64_t M = cfg_.max_context;
