@@ -76,4 +76,13 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k_cache, cons
     return decode_attention_cpu(q, k_cache, v_cache, pos, scale);
 }
 
+at::Tensor decode_attention_append(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
+                                   const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq, double scale) {
+#ifdef CN_WITH_CUDA
+    if (k_cache.is_cuda()) return decode_attention_cuda(q, k_cache, v_cache, pos, scale, k, v, inv_freq);
+#endif
+    rope_kv_append_cpu_(inv_freq.defined() ? q : at::Tensor(), k, v, k_cache, v_cache, pos, inv_freq);
+    return decode_attention_cpu(q, k_cache, v_cache, pos, scale);
+}
+
 }  // namespace cn::kernels

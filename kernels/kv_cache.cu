@@ -1,7 +1,9 @@
 // CUDA paths of kernels/kv_cache.h: rope_kv_append_ (one thread per element pair of the new token's q, k and
 // v) and decode_attention (one block per (row, head), a warp per cache row: scores in shared memory, fp32
-// softmax, fixed-order sums).
+// softmax, fixed-order sums), which can first do the append of its own (row, head) (decode_attention_append).
 #include "kernels/kv_cache.h"
+
+#include <type_traits>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -49,14 +51,14 @@ __global__ void rope_kv_append_kernel(T* q, View3 qv, const T* __restrict__ k, V
     const float c = round_to<T>(cosf(f)), s = round_to<T>(sinf(f));
     {
         const float x1 = to_f(ks[i]), x2 = to_f(ks[i + half]);
-        kdst[i] = from_f<T>(round_to<T>(x1 * c) - round_to<T>(x2 * s));
-        kdst[i + half] = from_f<T>(round_to<T>(x2 * c) + round_to<T>(x1 * s));
+        kdst[i] = from_f<T>(round_to<T>(__fmul_rn(x1, c)) - round_to<T>(__fmul_rn(x2, s)));
+        kdst[i + half] = from_f<T>(round_to<T>(__fmul_rn(x2, c)) + round_to<T>(__fmul_rn(x1, s)));
     }
     if (q) {
         T* qp = q + n * qv.s0 + h * qv.s1;
         const float x1 = to_f(qp[i]), x2 = to_f(qp[i + half]);
-        qp[i] = from_f<T>(round_to<T>(x1 * c) - round_to<T>(x2 * s));
-        qp[i + half] = from_f<T>(round_to<T>(x2 * c) + round_to<T>(x1 * s));
+        qp[i] = from_f<T>(round_to<T>(__fmul_rn(x1, c)) - round_to<T>(__fmul_rn(x2, s)));
+        qp[i + half] = from_f<T>(round_to<T>(__fmul_rn(x2, c)) + round_to<T>(__fmul_rn(x1, s)));
     }
 }
 
@@ -69,14 +71,56 @@ constexpr int64_t kMaxAttnRows = 8192;
 // (PL = ceil(hd / 32) values; coalesced row reads), 32 / PL rows at a time so their loads are in flight
 // together (the step is latency-bound: few blocks, short rows; 128 rows of hd 64 take one round trip). Scores go to shared memory; the weighted sum of V is accumulated per warp in
 // registers, then the 8 warps' partial sums are added in a fixed order.
-template <class T, int PL>
-__global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(const T* __restrict__ q, View3 qv, const T* __restrict__ kc,
-                                                                     const T* __restrict__ vc, int64_t H, int64_t M, int hd,
+// The new token's row for the append (decode_attention_append): k and v views, RoPE table (null: no rotation).
+template <class T>
+struct Append {
+    const T* k = nullptr;
+    View3 kv;
+    const T* v = nullptr;
+    View3 vv;
+    const float* inv = nullptr;
+};
+
+// APPEND: first this block's (row, head) cache row at p, exactly as rope_kv_append_kernel writes it (q rotated
+// in place too), then a barrier, so the row is read back like any other. q and the caches are then written in
+// this launch: no __restrict__ on them (no read-only cache path for data the kernel writes).
+template <class T, int PL, bool APPEND>
+__global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(T* q, View3 qv, T* kc, T* vc, int64_t H, int64_t M, int hd,
                                                                      const int64_t* __restrict__ pos, float scale,
-                                                                     T* __restrict__ out) {
+                                                                     T* __restrict__ out, Append<T> ap) {
     extern __shared__ float sm[];
     const int64_t nh = blockIdx.x, n = nh / H, h = nh % H;
     int64_t p = *pos;
+    if constexpr (APPEND) {
+        if (p >= 0 && p < M) {  // the caller guarantees 0 <= p < M; never write outside the cache
+            const int half = hd / 2;
+            T* kdst = kc + (nh * M + p) * hd;
+            T* vdst = vc + (nh * M + p) * hd;
+            const T* ks = ap.k + n * ap.kv.s0 + h * ap.kv.s1;
+            const T* vs = ap.v + n * ap.vv.s0 + h * ap.vv.s1;
+            for (int i = threadIdx.x; i < half; i += blockDim.x) {
+                vdst[i] = vs[i];
+                vdst[i + half] = vs[i + half];
+                if (!ap.inv) {
+                    kdst[i] = ks[i];
+                    kdst[i + half] = ks[i + half];
+                    continue;
+                }
+                const float f = ap.inv[i] * static_cast<float>(p);
+                const float c = round_to<T>(cosf(f)), s = round_to<T>(sinf(f));
+                {
+                    const float x1 = to_f(ks[i]), x2 = to_f(ks[i + half]);
+                    kdst[i] = from_f<T>(round_to<T>(__fmul_rn(x1, c)) - round_to<T>(__fmul_rn(x2, s)));
+                    kdst[i + half] = from_f<T>(round_to<T>(__fmul_rn(x2, c)) + round_to<T>(__fmul_rn(x1, s)));
+                }
+                T* qp = q + n * qv.s0 + h * qv.s1;
+                const float x1 = to_f(qp[i]), x2 = to_f(qp[i + half]);
+                qp[i] = from_f<T>(round_to<T>(__fmul_rn(x1, c)) - round_to<T>(__fmul_rn(x2, s)));
+                qp[i + half] = from_f<T>(round_to<T>(__fmul_rn(x2, c)) + round_to<T>(__fmul_rn(x1, s)));
+            }
+        }
+        __syncthreads();  // the row and q are visible to the whole block
+    }
     p = p < 0 ? 0 : (p >= M ? M - 1 : p);  // the caller guarantees 0 <= p < M; never read outside the cache
     const int64_t L = p + 1;
     float* sc = sm;                 // [M] scores, then weights
@@ -187,9 +231,13 @@ void rope_kv_append_cuda_(const at::Tensor& q, const at::Tensor& k, const at::Te
 }
 
 at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& pos,
-                                 double scale) {
+                                 double scale, const at::Tensor& k, const at::Tensor& v, const at::Tensor& inv_freq) {
     if (!q.defined()) fail(Status::kInternal, "decode_attention: q is required");
-    check_kv(q, {}, {}, k_cache, v_cache, pos, {});
+    const bool append = k.defined() || v.defined();
+    if (append && (!k.defined() || !v.defined())) fail(Status::kInternal, "decode_attention_append: k and v are required");
+    if (!append && inv_freq.defined()) fail(Status::kInternal, "decode_attention: inv_freq only with an append");
+    check_kv(q, k, v, k_cache, v_cache, pos, inv_freq);
+    if (append && k_cache.size(3) % 2 != 0) fail(Status::kInternal, "decode_attention_append: head dim must be even");
     const int64_t N = k_cache.size(0), H = k_cache.size(1), M = k_cache.size(2), hd = k_cache.size(3);
     if (M > kMaxAttnRows || hd > kMaxHeadDim) fail(Status::kUnsupported, "decode_attention: cache longer than 8192 rows or head dim over 256");
     c10::cuda::CUDAGuard guard(k_cache.device());
@@ -199,15 +247,29 @@ at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache,
     const size_t smem = static_cast<size_t>(M + kAttnWarps * hd) * sizeof(float);
     CN_DISPATCH_FLOAT_TYPES(k_cache.scalar_type(), "decode_attention", [&] {
         const int pl = static_cast<int>((hd + 31) / 32);
-        auto kernel = pl <= 1 ? decode_attention_kernel<scalar_t, 1>
-                      : pl <= 2 ? decode_attention_kernel<scalar_t, 2>
-                      : pl <= 4 ? decode_attention_kernel<scalar_t, 4>
-                                : decode_attention_kernel<scalar_t, 8>;
+        using T = scalar_t;
+        auto pick = [&](auto app) {
+            constexpr bool A = decltype(app)::value;
+            return pl <= 1 ? decode_attention_kernel<T, 1, A>
+                   : pl <= 2 ? decode_attention_kernel<T, 2, A>
+                   : pl <= 4 ? decode_attention_kernel<T, 4, A>
+                             : decode_attention_kernel<T, 8, A>;
+        };
+        auto kernel = append ? pick(std::true_type{}) : pick(std::false_type{});
         if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        Append<T> ap;
+        if (append) {
+            ap.k = reinterpret_cast<const T*>(k.const_data_ptr());
+            ap.kv = view_of(k);
+            ap.v = reinterpret_cast<const T*>(v.const_data_ptr());
+            ap.vv = view_of(v);
+            ap.inv = inv_freq.defined() ? inv_freq.const_data_ptr<float>() : nullptr;
+        }
+        // q is written only by an append with RoPE (in place, as rope_kv_append_ does); the caches only by an append.
         kernel<<<static_cast<unsigned>(N * H), kAttnThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
-            reinterpret_cast<const scalar_t*>(q.const_data_ptr()), view_of(q),
-            reinterpret_cast<const scalar_t*>(k_cache.const_data_ptr()), reinterpret_cast<const scalar_t*>(v_cache.const_data_ptr()),
-            H, M, static_cast<int>(hd), pos.const_data_ptr<int64_t>(), static_cast<float>(scale), reinterpret_cast<scalar_t*>(out.data_ptr()));
+            const_cast<T*>(reinterpret_cast<const T*>(q.const_data_ptr())), view_of(q), const_cast<T*>(reinterpret_cast<const T*>(k_cache.const_data_ptr())),
+            const_cast<T*>(reinterpret_cast<const T*>(v_cache.const_data_ptr())), H, M, static_cast<int>(hd), pos.const_data_ptr<int64_t>(),
+            static_cast<float>(scale), reinterpret_cast<T*>(out.data_ptr()), ap);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     return out;

@@ -14,6 +14,9 @@
 //   with fp32 scores, softmax and sums, rounded to T once at the end: scaled_dot_product_attention of the one
 //   query over the first p + 1 cache rows, up to the order of the fp32 sums. Result [N, H * hd] contiguous
 //   (the heads already merged).
+// decode_attention_append: rope_kv_append_(q, k, v, caches, pos, inv_freq), then decode_attention(q, caches,
+//   pos, scale), in one launch on CUDA (each (row, head) block appends its own cache row before it attends):
+//   the same values as the two calls, bit for bit.
 //
 // CPU paths (ATen composites: rope_, index_copy_, scaled_dot_product_attention with a mask) always; CUDA
 // paths when built with CUDA kernels (decode_attention's CUDA path: M <= 8192 and hd <= 256).
@@ -27,6 +30,8 @@ void rope_kv_append_(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq);
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& pos,
                             double scale);
+at::Tensor decode_attention_append(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
+                                   const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq, double scale);
 
 void rope_kv_append_cpu_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
                          const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq);
@@ -35,8 +40,9 @@ at::Tensor decode_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, 
 #ifdef CN_WITH_CUDA
 void rope_kv_append_cuda_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
                           const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq);
+// k, v undefined: attention only; defined: the append first (decode_attention_append).
 at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& pos,
-                                 double scale);
+                                 double scale, const at::Tensor& k = {}, const at::Tensor& v = {}, const at::Tensor& inv_freq = {});
 #endif
 
 }  // namespace cn::kernels

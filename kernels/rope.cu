@@ -30,8 +30,8 @@ __global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int6
     const float c = round_to<T>(cosf(f)), n = round_to<T>(sinf(f));
     T* p = x + b * sb + s * ss + h * sh;
     const float x1 = to_f(p[i]), x2 = to_f(p[i + half]);
-    p[i] = from_f<T>(round_to<T>(x1 * c) - round_to<T>(x2 * n));
-    p[i + half] = from_f<T>(round_to<T>(x2 * c) + round_to<T>(x1 * n));
+    p[i] = from_f<T>(round_to<T>(__fmul_rn(x1, c)) - round_to<T>(__fmul_rn(x2, n)));
+    p[i + half] = from_f<T>(round_to<T>(__fmul_rn(x2, c)) + round_to<T>(__fmul_rn(x1, n)));
 }
 
 }  // namespace

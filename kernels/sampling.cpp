@@ -63,4 +63,20 @@ at::Tensor draw_token(const at::Tensor& probs, const at::Tensor& noise, const at
     return draw_token_cpu(probs, noise, hist, pos);
 }
 
+at::Tensor top_p_draw_composite(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise,
+                                const at::Tensor& hist, const at::Tensor& pos, const at::Tensor& probs_out) {
+    check_top_p(logits);
+    const at::Tensor probs = top_p_probs(logits / temperature, top_p);
+    if (probs_out.defined()) probs_out.copy_(probs);
+    return draw_token(probs, noise, hist, pos);
+}
+
+at::Tensor top_p_draw(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise, const at::Tensor& hist,
+                      const at::Tensor& pos, const at::Tensor& probs_out) {
+#ifdef CN_WITH_CUDA
+    if (logits.is_cuda()) return top_p_draw_cuda(logits, temperature, top_p, noise, hist, pos, probs_out);
+#endif
+    return top_p_draw_composite(logits, temperature, top_p, noise, hist, pos, probs_out);
+}
+
 }  // namespace cn::kernels

@@ -97,13 +97,66 @@ __device__ __forceinline__ void exchange(float& k, int& i, float pk, int pi, int
     if (want_first != mine_first) k = pk, i = pi;
 }
 
+__device__ __forceinline__ bool beats(float a, int64_t ia, float b, int64_t ib) {
+    if (isnan(a)) return !isnan(b) || ia < ib;
+    if (isnan(b)) return false;
+    return a > b || (a == b && ia < ib);
+}
+
+// Row r's draw argmax_i probs_i / noise_i by the whole block (any size up to 1024); thread 0 writes the token.
+__device__ void draw_row(const float* probs, const float* __restrict__ noise, int64_t V, int64_t r, int64_t* __restrict__ tok,
+                         int64_t* __restrict__ hist, int64_t hist_stride, int64_t hist_len, const int64_t* __restrict__ pos) {
+    float best = -INFINITY;
+    int64_t bi = INT64_MAX;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        const float x = probs[i] / noise[i];
+        if (bi == INT64_MAX || beats(x, i, best, bi)) best = x, bi = i;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi != INT64_MAX && (bi == INT64_MAX || beats(ob, oi, best, bi))) best = ob, bi = oi;
+    }
+    __shared__ float wb[32];
+    __shared__ int64_t wi[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+    if (lane == 0) wb[warp] = best, wi[warp] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < warps; ++w) {
+            if (wi[w] != INT64_MAX && (bi == INT64_MAX || beats(wb[w], wi[w], best, bi))) best = wb[w], bi = wi[w];
+        }
+        tok[r] = bi;
+        if (hist) {
+            const int64_t col = *pos + 1;  // outside the history: not written (the CPU path refuses it)
+            if (col >= 0 && col < hist_len) hist[r * hist_stride + col] = bi;
+        }
+    }
+}
+
+__global__ void draw_kernel(const float* __restrict__ probs, const float* __restrict__ noise, int64_t V, int64_t* __restrict__ tok,
+                            int64_t* __restrict__ hist, int64_t hist_stride, int64_t hist_len, const int64_t* __restrict__ pos) {
+    const int64_t r = blockIdx.x;
+    draw_row(probs + r * V, noise + r * V, V, r, tok, hist, hist_stride, hist_len, pos);
+}
+
+struct Draw {  // top_p_fused_kernel's optional draw from its own probabilities (top_p_draw)
+    const float* noise = nullptr;
+    int64_t* tok = nullptr;
+    int64_t* hist = nullptr;
+    int64_t hist_stride = 0, hist_len = 0;
+    const int64_t* pos = nullptr;
+};
+
 // Sorts the row (bitonic, padded to a power of two P2 >= the block with -inf after every real entry), then
 // filters it: one launch instead of at::sort's copies and radix sort plus the filter. Element e = t + r * 1024
 // lives in register r of thread t: strides below 32 are warp shuffles, strides of 1024 and more swap
 // registers, the others go through shared memory (two barriers each).
+// The logits are scaled by inv_t as they are loaded (1: unchanged); with a draw (dr.tok set) the block then
+// draws the row's token from the probabilities it wrote.
 template <int R>
 __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out,
-                                                                   int64_t V, float top_p) {
+                                                                   int64_t V, float top_p, float inv_t, Draw dr) {
     constexpr int P2 = R * kTopPThreads;
     __shared__ float key_s[P2];
     __shared__ int id_s[P2];
@@ -114,7 +167,7 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
 #pragma unroll
     for (int q = 0; q < R; ++q) {
         const int e = t + q * kTopPThreads;
-        key[q] = e < V ? logits[r * V + e] : -INFINITY;
+        key[q] = e < V ? logits[r * V + e] * inv_t : -INFINITY;
         id[q] = e;
     }
     for (int k = 2; k <= P2; k <<= 1) {
@@ -157,45 +210,32 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
     for (int q = 0; q < R; ++q) key_s[t + q * kTopPThreads] = key[q], id_s[t + q * kTopPThreads] = id[q];
     __syncthreads();
     top_p_row(key_s, id_s, out + r * V, V, top_p);
+    if (dr.tok) {
+        __syncthreads();  // the row's probabilities, written by the whole block, are visible to it
+        draw_row(out + r * V, dr.noise + r * V, V, r, dr.tok, dr.hist, dr.hist_stride, dr.hist_len, dr.pos);
+    }
 }
 
-__device__ __forceinline__ bool beats(float a, int64_t ia, float b, int64_t ib) {
-    if (isnan(a)) return !isnan(b) || ia < ib;
-    if (isnan(b)) return false;
-    return a > b || (a == b && ia < ib);
-}
+}  // namespace
 
-__global__ void draw_kernel(const float* __restrict__ probs, const float* __restrict__ noise, int64_t V, int64_t* __restrict__ tok,
-                            int64_t* __restrict__ hist, int64_t hist_stride, int64_t hist_len, const int64_t* __restrict__ pos) {
-    const int64_t r = blockIdx.x;
-    probs += r * V;
-    noise += r * V;
-    float best = -INFINITY;
-    int64_t bi = INT64_MAX;
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-        const float x = probs[i] / noise[i];
-        if (bi == INT64_MAX || beats(x, i, best, bi)) best = x, bi = i;
+namespace {
+
+// The fused sort + filter (+ draw) for V <= kMaxFusedVocab rows.
+void launch_fused(const at::Tensor& logits, const at::Tensor& out, double top_p, float inv_t, const Draw& dr) {
+    const int64_t N = logits.size(0), V = logits.size(1);
+    const float tp = static_cast<float>(top_p);
+    const unsigned grid = static_cast<unsigned>(N);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    const float* lp = logits.const_data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    if (V <= kTopPThreads) {
+        top_p_fused_kernel<1><<<grid, kTopPThreads, 0, stream>>>(lp, op, V, tp, inv_t, dr);
+    } else if (V <= 2 * kTopPThreads) {
+        top_p_fused_kernel<2><<<grid, kTopPThreads, 0, stream>>>(lp, op, V, tp, inv_t, dr);
+    } else {
+        top_p_fused_kernel<4><<<grid, kTopPThreads, 0, stream>>>(lp, op, V, tp, inv_t, dr);
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (oi != INT64_MAX && (bi == INT64_MAX || beats(ob, oi, best, bi))) best = ob, bi = oi;
-    }
-    __shared__ float wb[32];
-    __shared__ int64_t wi[32];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
-    if (lane == 0) wb[warp] = best, wi[warp] = bi;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < warps; ++w) {
-            if (wi[w] != INT64_MAX && (bi == INT64_MAX || beats(wb[w], wi[w], best, bi))) best = wb[w], bi = wi[w];
-        }
-        tok[r] = bi;
-        if (hist) {
-            const int64_t col = *pos + 1;  // outside the history: not written (the CPU path refuses it)
-            if (col >= 0 && col < hist_len) hist[r * hist_stride + col] = bi;
-        }
-    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -208,24 +248,42 @@ at::Tensor top_p_probs_cuda(const at::Tensor& logits, double top_p) {
     at::Tensor out = at::empty({N, V}, logits.options());
     if (N == 0 || V == 0) return out;
     if (N > INT32_MAX) fail(Status::kInvalidArgument, "top_p_probs: too many rows");
-    auto stream = at::cuda::getCurrentCUDAStream();
     if (V <= kMaxFusedVocab) {
-        const float tp = static_cast<float>(top_p);
-        const unsigned grid = static_cast<unsigned>(N);
-        if (V <= kTopPThreads) {
-            top_p_fused_kernel<1><<<grid, kTopPThreads, 0, stream>>>(logits.const_data_ptr<float>(), out.data_ptr<float>(), V, tp);
-        } else if (V <= 2 * kTopPThreads) {
-            top_p_fused_kernel<2><<<grid, kTopPThreads, 0, stream>>>(logits.const_data_ptr<float>(), out.data_ptr<float>(), V, tp);
-        } else {
-            top_p_fused_kernel<4><<<grid, kTopPThreads, 0, stream>>>(logits.const_data_ptr<float>(), out.data_ptr<float>(), V, tp);
-        }
-    } else {
-        auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
-        top_p_kernel<<<static_cast<unsigned>(N), kTopPThreads, 0, stream>>>(
-            sorted.const_data_ptr<float>(), idx.const_data_ptr<int64_t>(), out.data_ptr<float>(), V, static_cast<float>(top_p));
+        launch_fused(logits, out, top_p, 1.f, Draw{});
+        return out;
     }
+    auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
+    top_p_kernel<<<static_cast<unsigned>(N), kTopPThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        sorted.const_data_ptr<float>(), idx.const_data_ptr<int64_t>(), out.data_ptr<float>(), V, static_cast<float>(top_p));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
+}
+
+at::Tensor top_p_draw_cuda(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise, const at::Tensor& hist,
+                           const at::Tensor& pos, const at::Tensor& probs_out) {
+    check_top_p(logits);
+    const int64_t N = logits.size(0), V = logits.size(1);
+    if (V > kMaxFusedVocab || V == 0 || N == 0) return top_p_draw_composite(logits, temperature, top_p, noise, hist, pos, probs_out);
+    if (N > INT32_MAX) fail(Status::kInvalidArgument, "top_p_draw: too many rows");
+    c10::cuda::CUDAGuard guard(logits.device());
+    const bool own = probs_out.defined() && probs_out.sizes() == logits.sizes() && probs_out.is_contiguous() &&
+                     probs_out.scalar_type() == c10::kFloat && probs_out.device() == logits.device();
+    if (probs_out.defined() && !own) fail(Status::kInternal, "top_p_draw: probs_out must be contiguous fp32 [N, V] on the logits' device");
+    const at::Tensor probs = own ? probs_out : at::empty({N, V}, logits.options());
+    check_draw(probs, noise, hist, pos);
+    at::Tensor tok = at::empty({N, 1}, logits.options().dtype(at::kLong));
+    Draw dr;
+    dr.noise = noise.const_data_ptr<float>();
+    dr.tok = tok.data_ptr<int64_t>();
+    if (hist.defined()) {
+        dr.hist = hist.data_ptr<int64_t>();
+        dr.hist_stride = hist.stride(0);
+        dr.hist_len = hist.size(1);
+        dr.pos = pos.const_data_ptr<int64_t>();
+    }
+    // As ATen's CUDA division by a scalar: multiply by the reciprocal, taken in double and rounded to fp32.
+    launch_fused(logits, probs, top_p, static_cast<float>(1.0 / temperature), dr);
+    return tok;
 }
 
 at::Tensor draw_token_cuda(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist, const at::Tensor& pos) {

@@ -17,6 +17,11 @@
 //   at::multinomial(probs, 1) computes from the same noise. When `hist` ([N, L] int64) is defined, the
 //   token is also written to hist[n, pos[0] + 1] (pos: int64 [1] on the device; a column outside hist is not
 //   written by the CUDA path and refused by the CPU path).
+// top_p_draw(logits [N, V] fp32, temperature, top_p, noise, hist, pos, probs_out) -> [N, 1] int64: the two
+//   above on logits / temperature in one launch on CUDA (V <= 4096; otherwise the separate calls), i.e.
+//   draw_token(top_p_probs(logits / temperature, top_p), noise, hist, pos). The division is the one ATen does
+//   on the tensor's device (on CUDA: logits * float(1 / temperature), the reciprocal taken in double).
+//   `probs_out` ([N, V] fp32), when defined, receives the filtered probabilities.
 //
 // CPU paths (the ATen composites) always; CUDA paths when built with CUDA kernels (top_p_probs: V <= 65536).
 // The *_cpu functions are plain ATen and run on any device: Kronos eager mode samples through them on CUDA too.
@@ -28,12 +33,18 @@ namespace cn::kernels {
 
 at::Tensor top_p_probs(const at::Tensor& logits, double top_p);
 at::Tensor draw_token(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist = {}, const at::Tensor& pos = {});
+at::Tensor top_p_draw(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise, const at::Tensor& hist = {},
+                      const at::Tensor& pos = {}, const at::Tensor& probs_out = {});
 
 at::Tensor top_p_probs_cpu(const at::Tensor& logits, double top_p);
 at::Tensor draw_token_cpu(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist = {}, const at::Tensor& pos = {});
+at::Tensor top_p_draw_composite(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise,
+                                const at::Tensor& hist = {}, const at::Tensor& pos = {}, const at::Tensor& probs_out = {});
 #ifdef CN_WITH_CUDA
 at::Tensor top_p_probs_cuda(const at::Tensor& logits, double top_p);
 at::Tensor draw_token_cuda(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist = {}, const at::Tensor& pos = {});
+at::Tensor top_p_draw_cuda(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise,
+                           const at::Tensor& hist = {}, const at::Tensor& pos = {}, const at::Tensor& probs_out = {});
 #endif
 
 }  // namespace cn::kernels

@@ -1,23 +1,57 @@
 #include "kernels/skinny_gemm.h"
 
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/linear.h>
+
+#include "core/common/status.h"
+#include "kernels/rms_norm.h"
+#include "kernels/swiglu.h"
 
 namespace cn::kernels {
 
-bool skinny_linear_fits(const at::Tensor& x, const at::Tensor& w) {
-    return x.defined() && w.defined() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(0) >= 1 &&
-           x.size(0) <= 16 && x.size(1) % 8 == 0 && x.is_contiguous() && w.is_contiguous() &&
+bool skinny_linear_fits(const at::Tensor& x, const at::Tensor& w, bool swiglu) {
+    return x.defined() && w.defined() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) * (swiglu ? 2 : 1) &&
+           x.size(0) >= 1 && x.size(0) <= 16 && w.size(1) % 8 == 0 && x.is_contiguous() && w.is_contiguous() &&
            x.scalar_type() == w.scalar_type() && x.device() == w.device() &&
            reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0;
 }
 
-at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+namespace {
+
+void check_options(const at::Tensor& x, const at::Tensor& w, const SkinnyOptions& o) {
+    if (o.swiglu && o.norm_weight.defined()) fail(Status::kInternal, "skinny_linear: norm and swiglu together");
+    if (o.norm_weight.defined() && (o.norm_weight.dim() != 1 || o.norm_weight.size(0) != x.size(-1))) {
+        fail(Status::kInternal, "skinny_linear: norm weight must be [K]");
+    }
+    if (o.swiglu && (x.dim() != 2 || x.size(1) != 2 * w.size(1))) fail(Status::kInternal, "skinny_linear: swiglu needs x [M, 2K]");
+    if (o.residual.defined() && (o.residual.dim() != 2 || o.residual.size(0) != x.size(0) || o.residual.size(1) != w.size(0))) {
+        fail(Status::kInternal, "skinny_linear: residual must be [M, N]");
+    }
+}
+
+}  // namespace
+
+at::Tensor skinny_linear_composite(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const SkinnyOptions& o) {
+    check_options(x, w, o);
+    at::Tensor in = x;
+    if (o.norm_weight.defined()) in = rms_norm(x.contiguous(), o.norm_weight, o.norm_eps);
+    if (o.swiglu) in = swiglu(x);
+    at::Tensor y = at::linear(in, w, b);
+    if (o.residual.defined()) y = o.residual + y;
+    return y;
+}
+
+at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const SkinnyOptions& o) {
 #ifdef CN_WITH_CUDA
-    if (x.is_cuda() && skinny_linear_fits(x, w) && (!b.defined() || (b.is_contiguous() && b.scalar_type() == w.scalar_type()))) {
-        return skinny_linear_cuda(x, w, b);
+    auto same = [&](const at::Tensor& t) {
+        return !t.defined() || (t.is_contiguous() && t.scalar_type() == w.scalar_type() && t.device() == w.device());
+    };
+    if (x.is_cuda() && skinny_linear_fits(x, w, o.swiglu) && same(b) && same(o.norm_weight) && same(o.residual) &&
+        !(o.swiglu && o.norm_weight.defined())) {
+        return skinny_linear_cuda(x, w, b, o);
     }
 #endif
-    return at::linear(x, w, b);
+    return skinny_linear_composite(x, w, b, o);
 }
 
 }  // namespace cn::kernels

@@ -113,6 +113,20 @@ TEST(SamplingCpu, DrawEqualsMultinomialWithTheSameSeed) {
     EXPECT_EQ(hist.select(1, 2).abs().sum().item<int64_t>(), 0);
 }
 
+TEST(SamplingCpu, TopPDrawIsTheFilterOfTheScaledLogitsThenTheDraw) {
+    at::manual_seed(19);
+    const at::Tensor logits = at::randn({4, 1024}) * 3;
+    const at::Tensor noise = at::empty_like(logits).exponential_(1);
+    for (double temperature : {1.0, 0.7}) {
+        at::Tensor probs = at::empty_like(logits), hist = at::zeros({4, 3}, at::kLong);
+        const at::Tensor tok = cn::kernels::top_p_draw(logits, temperature, 0.8, noise, hist, at::full({1}, 1, at::kLong), probs);
+        const at::Tensor want_p = cn::test::ref_top_p(logits / temperature, 0.8);
+        expect_close(probs, want_p, 1e-5, 1e-9, "T " + std::to_string(temperature));
+        EXPECT_TRUE(at::equal(tok, (probs / noise).argmax(-1, true))) << temperature;
+        EXPECT_TRUE(at::equal(hist.select(1, 2), tok.squeeze(1))) << temperature;
+    }
+}
+
 TEST(KronosEmbedCpu, TokenAndTimeEmbeddingsAtThePosition) {
     at::manual_seed(17);
     const int64_t N = 3, L = 6, d = 8;

@@ -14,13 +14,17 @@
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/multinomial.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/rand.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/round.h>
 #include <ATen/ops/sort.h>
 
+#include "core/common/status.h"
 #include "kernels/kronos_embed.h"
 #include "kernels/kv_cache.h"
+#include "kernels/rms_norm.h"
 #include "kernels/sampling.h"
 #include "kernels/skinny_gemm.h"
 #include "kernels/swiglu.h"
@@ -231,6 +235,114 @@ TEST(SkinnyGemmGpu, MatchesFp64WithinTheSumsRounding) {
     EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({129}).cuda().narrow(0, 1, 128).view({2, 64}), at::randn({8, 64}).cuda()));  // misaligned
     const at::Tensor x = at::randn({32, 64}).cuda(), w = at::randn({8, 64}).cuda();
     EXPECT_TRUE(at::allclose(cn::kernels::skinny_linear(x, w, {}), at::linear(x, w)));
+}
+
+// The norm / SwiGLU prologues and the residual epilogue against the unfused kernels and ATen on CUDA (the
+// composite), and the fp32 case against an fp64 reference of the whole chain.
+TEST(SkinnyGemmGpu, ProloguesAndResidualMatchTheUnfusedOps) {
+    REQUIRE_CUDA();
+    at::manual_seed(23);
+    for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 7}, {16, 256, 64}}) {
+            for (int mode = 0; mode < 4; ++mode) {  // 0: norm, 1: norm + residual, 2: swiglu + residual, 3: residual
+                cn::kernels::SkinnyOptions o;
+                const bool swiglu = mode == 2;
+                const at::Tensor x = (at::randn({M, swiglu ? 2 * K : K}) * 2).to(dt).cuda();
+                const at::Tensor w = (at::randn({N, K}) * 0.05).to(dt).cuda(), b = at::randn({N}).to(dt).cuda();
+                if (mode <= 1) o.norm_weight = (at::rand({K}) + 0.5).to(dt).cuda();
+                if (mode >= 1) o.residual = at::randn({M, N}).to(dt).cuda();
+                o.swiglu = swiglu;
+                ASSERT_TRUE(cn::kernels::skinny_linear_fits(x, w, swiglu));
+                const at::Tensor got = cn::kernels::skinny_linear_cuda(x, w, b, o);
+                const at::Tensor want = cn::kernels::skinny_linear_composite(x, w, b, o);
+                const std::string what = std::string(c10::toString(dt)) + " M" + std::to_string(M) + " K" + std::to_string(K) + " N" +
+                                         std::to_string(N) + " mode " + std::to_string(mode);
+                // The GEMM's fp32 sum in another order (and, with the norm, the row variance's): fp32 to ~1e-5 of
+                // the result's scale; bf16 / f16 to two of their ulps (a rounding boundary crossed before the GEMM).
+                expect_close(got, want, dt == at::kFloat ? 1e-5 : 2 * rtol(dt), dt == at::kFloat ? 1e-5 : 4 * rtol(dt), what);
+                if (dt != at::kFloat) continue;
+                at::Tensor in = x.cpu().to(at::kDouble);
+                if (mode <= 1) in = cn::test::ref_rms_norm(in, o.norm_weight.cpu().to(at::kDouble), 1e-5);
+                if (swiglu) in = cn::test::ref_swiglu(x.cpu(), at::kFloat).to(at::kDouble);
+                at::Tensor ref = at::matmul(in, w.cpu().to(at::kDouble).t()) + b.cpu().to(at::kDouble);
+                if (mode >= 1) ref = ref + o.residual.cpu().to(at::kDouble);
+                expect_close(got, ref, 1e-5, 1e-5, what + " vs fp64");
+            }
+        }
+    }
+    // Refused combinations and shapes take the composite path.
+    const at::Tensor x = at::randn({2, 64}).cuda(), w = at::randn({8, 64}).cuda();
+    cn::kernels::SkinnyOptions both;
+    both.norm_weight = at::ones({64}).cuda();
+    both.swiglu = true;
+    EXPECT_THROW(cn::kernels::skinny_linear(x, w, {}, both), cn::Error);
+    EXPECT_FALSE(cn::kernels::skinny_linear_fits(x, w, /*swiglu=*/true));  // swiglu needs x [M, 2K]
+}
+
+// One launch (append, then attention) equals the two launches bit for bit: caches, rotated q and the output.
+TEST(KvCacheGpu, AttentionWithAppendEqualsAppendThenAttention) {
+    REQUIRE_CUDA();
+    at::manual_seed(29);
+    for (auto dt : {at::kFloat, at::kBFloat16}) {
+        for (auto [H, hd, M] : {std::tuple<int64_t, int64_t, int64_t>{8, 64, 512}, {4, 128, 80}, {3, 48, 9}}) {
+            const int64_t N = 2;
+            for (bool rope : {true, false}) {
+                for (int64_t p : {int64_t{0}, M / 2, M - 1}) {
+                    const at::Tensor qkv = at::randn({N, 3, H, hd}).to(dt).cuda(), inv = (at::rand({hd / 2}) * 0.5).cuda();
+                    const at::Tensor kc = at::randn({N, H, M, hd}).to(dt).cuda(), vc = at::randn({N, H, M, hd}).to(dt).cuda();
+                    const at::Tensor pos = at::full({1}, p, at::kLong).cuda();
+                    const double scale = 1.0 / std::sqrt(double(hd));
+                    at::Tensor qkv1 = qkv.clone(), kc1 = kc.clone(), vc1 = vc.clone();
+                    cn::kernels::rope_kv_append_(rope ? qkv1.select(1, 0) : at::Tensor(), qkv1.select(1, 1), qkv1.select(1, 2), kc1, vc1,
+                                                 pos, rope ? inv : at::Tensor());
+                    const at::Tensor want = cn::kernels::decode_attention(qkv1.select(1, 0), kc1, vc1, pos, scale);
+                    at::Tensor qkv2 = qkv.clone(), kc2 = kc.clone(), vc2 = vc.clone();
+                    const at::Tensor got = cn::kernels::decode_attention_append(qkv2.select(1, 0), qkv2.select(1, 1), qkv2.select(1, 2), kc2,
+                                                                                vc2, pos, rope ? inv : at::Tensor(), scale);
+                    const std::string what = std::string(c10::toString(dt)) + " H" + std::to_string(H) + " hd" + std::to_string(hd) +
+                                             " p" + std::to_string(p) + (rope ? " rope" : " copy");
+                    EXPECT_TRUE(at::equal(got, want)) << what;
+                    EXPECT_TRUE(at::equal(kc2, kc1)) << what;
+                    EXPECT_TRUE(at::equal(vc2, vc1)) << what;
+                    EXPECT_TRUE(at::equal(qkv2, qkv1)) << what;
+                    // And the CPU composite agrees within the rounding of its sums.
+                    at::Tensor qkv3 = qkv.cpu(), kc3 = kc.cpu(), vc3 = vc.cpu();
+                    const at::Tensor cpu = cn::kernels::decode_attention_append(qkv3.select(1, 0), qkv3.select(1, 1), qkv3.select(1, 2), kc3,
+                                                                                vc3, pos.cpu(), rope ? inv.cpu() : at::Tensor(), scale);
+                    expect_close(got, cpu, dt == at::kFloat ? 1e-5 : rtol(dt), dt == at::kFloat ? 1e-6 : 1e-2, what + " vs cpu");
+                }
+            }
+        }
+    }
+}
+
+// The fused top-p + draw: its probabilities are top_p_probs of ATen's own CUDA division by the temperature, bit
+// for bit (so the reciprocal's rounding is ATen's), its token the draw from them; past 4096 it composes.
+TEST(SamplingGpu, TopPDrawEqualsFilterThenDraw) {
+    REQUIRE_CUDA();
+    at::manual_seed(31);
+    for (int64_t V : {1024, 1000, 3000, 5000}) {
+        for (double temperature : {1.0, 0.7, 1.3, 0.01}) {
+            for (double top_p : {0.9, 0.5}) {
+                const at::Tensor logits = (at::randn({5, V}) * 3).cuda();
+                auto g = at::cuda::detail::createCUDAGenerator(0);
+                g.set_current_seed(static_cast<uint64_t>(V) + 7);
+                const at::Tensor noise = at::empty_like(logits).exponential_(1, g);
+                const at::Tensor want_p = cn::kernels::top_p_probs(logits / temperature, top_p);
+                const at::Tensor want = cn::kernels::draw_token(want_p, noise);
+                at::Tensor hist = at::full({5, 6}, -1, at::kLong).cuda();
+                at::Tensor probs = at::full({5, V}, -1.f).cuda();
+                const at::Tensor got =
+                    cn::kernels::top_p_draw(logits, temperature, top_p, noise, hist, at::full({1}, 3, at::kLong).cuda(), probs);
+                const std::string what = "V " + std::to_string(V) + " T " + std::to_string(temperature) + " top_p " + std::to_string(top_p);
+                EXPECT_TRUE(at::equal(probs, want_p)) << what;
+                EXPECT_TRUE(at::equal(got, want)) << what;
+                EXPECT_TRUE(at::equal(hist.select(1, 4), got.squeeze(1))) << what;
+                EXPECT_EQ(hist.cpu().narrow(1, 0, 4).sum().item<int64_t>(), -20) << what;
+                EXPECT_TRUE(at::equal(cn::kernels::top_p_draw(logits, temperature, top_p, noise), want)) << what << " (no outputs)";
+            }
+        }
+    }
 }
 
 #endif

@@ -100,12 +100,50 @@ at::Tensor block(const Block& b, const at::Tensor& x_in) {
     return x + at::linear(at::silu(at::linear(n, b.w1)) * at::linear(n, b.w3), b.w2);
 }
 
+// Path::kKernels's block over x [B, L, d], the residual stream, updated in place (an owned contiguous tensor):
+// `delta` is the residual branch not yet added (the previous block's feed-forward output, added by this
+// block's first norm), and this block leaves its own there. With caches, the rotated keys and the values of
+// positions pos0 .. pos0 + L - 1 are stored and the queries attend over cache rows 0 .. pos0 + L - 1 (causal
+// when L > 1, which only happens from pos0 = 0).
+void block_kernels(const Block& b, at::Tensor& x, at::Tensor& delta, int64_t pos0 = 0, const at::Tensor& k_cache = {},
+                   const at::Tensor& v_cache = {}) {
+    if (!b.qkv.w.defined() || !b.w13.defined()) fail(Status::kInternal, "Kronos kernels path: the fused weights are built for CUDA models only");
+    const int64_t B = x.size(0), L = x.size(1), d = x.size(2), H = b.heads, hd = d / H, F = b.w2.size(1);
+    const at::Tensor n = delta.defined() ? kernels::add_rms_norm(x, delta, b.norm1, 1e-5) : kernels::rms_norm(x, b.norm1, 1e-5);
+    const at::Tensor qkv = at::linear(n, b.qkv.w, b.qkv.b).view({B, L, 3, H, hd});
+    kernels::rope_(qkv.narrow(2, 0, 2).flatten(2, 3), b.inv_freq, pos0);  // q and k: [B, L, 2H, hd]
+    const at::Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2), v = qkv.select(2, 2).transpose(1, 2);
+    at::Tensor a;
+    if (k_cache.defined()) {
+        k_cache.narrow(2, pos0, L).copy_(k);
+        v_cache.narrow(2, pos0, L).copy_(v);
+        a = at::scaled_dot_product_attention(q, k_cache.narrow(2, 0, pos0 + L), v_cache.narrow(2, 0, pos0 + L), {}, 0.0,
+                                             /*is_causal=*/L > 1);
+    } else {
+        a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+    }
+    delta = linear(b.o, a.transpose(1, 2).reshape({B, L, d}));
+    const at::Tensor n2 = kernels::add_rms_norm(x, delta, b.norm2, 1e-5);
+    delta = at::linear(kernels::swiglu(at::linear(n2, b.w13).view({B * L, 2 * F})), b.w2).view({B, L, d});
+}
+
+// The blocks of a sequence pass on `path`; x is the embedded input (owned), returned after the last block.
+at::Tensor blocks(const std::vector<Block>& bs, at::Tensor x, Path path) {
+    if (path == Path::kReference) {
+        for (const auto& b : bs) x = block(b, x);
+        return x;
+    }
+    at::Tensor delta;
+    for (const auto& b : bs) block_kernels(b, x, delta);
+    if (delta.defined()) x.add_(delta);
+    return x;
+}
+
 }  // namespace
 
-std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x) {
-    at::Tensor z = linear(w.embed, x);
-    for (const auto& b : w.encoder) z = block(b, z);
-    z = linear(w.quant_embed, z);
+std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x,
+                                                   Path path) {
+    at::Tensor z = linear(w.quant_embed, blocks(w.encoder, linear(w.embed, x), path));
     // BSQuantizer: F.normalize, sign (0 -> -1), bits (q >= 0) little-endian into s1 (first half) and s2.
     z = z / z.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12).expand_as(z);
     const at::Tensor bits = (z > 0).to(at::kLong);
@@ -114,23 +152,21 @@ std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, c
     return {(bits.slice(-1, 0, h) * weights).sum(-1), (bits.slice(-1, h) * weights).sum(-1)};
 }
 
-at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& s1, const at::Tensor& s2) {
+at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& s1, const at::Tensor& s2,
+                            Path path) {
     const int64_t dim = cfg.s1_bits + cfg.s2_bits;
     const at::Tensor mask = at::pow(2, at::arange(dim / 2, s1.options()));
     const at::Tensor b1 = (s1.unsqueeze(-1).bitwise_and(mask)) != 0;
     const at::Tensor b2 = (s2.unsqueeze(-1).bitwise_and(mask)) != 0;
     at::Tensor q = at::cat({b1, b2}, -1).to(w.post_quant_embed.w.scalar_type()) * 2 - 1;
     q = q * (1. / std::pow(static_cast<double>(dim), 0.5));
-    at::Tensor z = linear(w.post_quant_embed, q);
-    for (const auto& b : w.decoder) z = block(b, z);
-    return linear(w.head, z);
+    return linear(w.head, blocks(w.decoder, linear(w.post_quant_embed, q), path));
 }
 
 std::pair<at::Tensor, at::Tensor> decode_s1(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
-                                            const at::Tensor& s2, const at::Tensor& stamp) {
-    at::Tensor x = embed_tokens(cfg, w, s1, s2, stamp);
-    for (const auto& b : w.blocks) x = block(b, x);
-    x = rms_norm(x, w.norm);
+                                            const at::Tensor& s2, const at::Tensor& stamp, Path path) {
+    at::Tensor x = blocks(w.blocks, embed_tokens(cfg, w, s1, s2, stamp), path);
+    x = path == Path::kKernels ? kernels::rms_norm(x, w.norm, 1e-5) : rms_norm(x, w.norm);
     return {linear(w.proj_s1, x), x};
 }
 
@@ -145,7 +181,7 @@ at::Tensor decode_s2(const PredictorConfig& cfg, const PredictorWeights& w, cons
 
 std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
                                                    const at::Tensor& s2, const at::Tensor& stamp, KronosCache& c,
-                                                   int64_t capacity) {
+                                                   int64_t capacity, Path path) {
     const int64_t N = s1.size(0), Lnew = s1.size(1), pos0 = c.len, end = pos0 + Lnew;
     at::Tensor x = embed_tokens(cfg, w, s1, s2, stamp);
     if (c.k.empty()) {
@@ -156,6 +192,18 @@ std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, c
         }
         c.dep_k = at::zeros({N, w.dep_heads, capacity, dh}, x.options());
         c.dep_v = at::zeros({N, w.dep_heads, capacity, dh}, x.options());
+    }
+    if (path == Path::kKernels) {
+        at::Tensor delta;
+        for (size_t l = 0; l < w.blocks.size(); ++l) block_kernels(w.blocks[l], x, delta, pos0, c.k[l], c.v[l]);
+        x = delta.defined() ? kernels::add_rms_norm(x, delta, w.norm, 1e-5) : kernels::rms_norm(x, w.norm, 1e-5);
+        if (!w.dep_kv.w.defined()) fail(Status::kInternal, "Kronos kernels path: the fused weights are built for CUDA models only");
+        const at::Tensor kv = linear(w.dep_kv, x).view({N, Lnew, 2, w.dep_heads, cfg.d_model / w.dep_heads});
+        c.dep_k.narrow(2, pos0, Lnew).copy_(kv.select(2, 0).transpose(1, 2));
+        c.dep_v.narrow(2, pos0, Lnew).copy_(kv.select(2, 1).transpose(1, 2));
+        c.len = end;
+        const at::Tensor last = x.narrow(1, Lnew - 1, 1);
+        return {linear(w.proj_s1, last.squeeze(1)), last};
     }
     for (size_t l = 0; l < w.blocks.size(); ++l) {
         const Block& b = w.blocks[l];
@@ -203,10 +251,16 @@ at::Tensor filtered_probs(const at::Tensor& logits_in, double temperature, int64
     return at::softmax(logits, -1);
 }
 
-// sample_from_logits for the captured step: the same generator call (one exponential_ per token), the filter
-// and the draw on cutenative's kernels; the token also goes to hist[:, pos + 1].
+// sample_from_logits on cutenative's kernels: the same generator call (one exponential_ of [N, V] fp32 per
+// draw), the filter and the draw (top-p: one launch with the temperature, after the noise, which does not depend
+// on the logits); when hist is defined the token also goes to hist[:, pos + 1].
 at::Tensor sample_static(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen,
                          const at::Tensor& hist, const at::Tensor& pos) {
+    if (top_k <= 0 && top_p < 1.0) {
+        const at::Tensor lf = logits.to(at::kFloat).contiguous();
+        const at::Tensor noise = at::empty_like(lf).exponential_(1, gen);
+        return kernels::top_p_draw(lf, temperature, top_p, noise, hist, pos);
+    }
     const at::Tensor probs = filtered_probs(logits, temperature, top_k, top_p, /*fused=*/true);
     const at::Tensor noise = at::empty_like(probs).exponential_(1, gen);
     return kernels::draw_token(probs, noise, hist, pos);
@@ -221,36 +275,45 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
     }
     KronosCache& c = st.cache;
     const int64_t N = st.hist1.size(0), d = cfg.d_model;
-    // Linear layers of N rows: one skinny-GEMM launch each (kernels/skinny_gemm.h; cuBLAS beyond 16 rows).
-    auto lin = [](const Linear& l, const at::Tensor& x) { return kernels::skinny_linear(x, l.w, l.b); };
-    // The input token at pos and its stamp -> [N, d].
+    // Linear layers of N rows: one skinny-GEMM launch each (kernels/skinny_gemm.h; cuBLAS beyond 16 rows), with
+    // the norm before / SwiGLU before / residual add after folded in.
+    using Opt = kernels::SkinnyOptions;
+    auto lin = [](const Linear& l, const at::Tensor& x, const Opt& o = {}) { return kernels::skinny_linear(x, l.w, l.b, o); };
+    auto normed = [](const at::Tensor& g) {  // RMS norm (weight g) of the input first
+        Opt o;
+        o.norm_weight = g;
+        return o;
+    };
+    auto plus = [](const at::Tensor& r, bool swiglu = false) {  // the residual r added to the output (SwiGLU of the input first)
+        Opt o;
+        o.residual = r;
+        o.swiglu = swiglu;
+        return o;
+    };
+    // The input token at pos and its stamp -> [N, d]: the residual stream, a new tensor after every add.
     at::Tensor x = lin(w.fusion, kernels::kronos_token_embed(st.hist1, st.hist2, st.pos, w.emb_s1, w.emb_s2,
                                                                 std::sqrt(static_cast<double>(d))));
     kernels::kronos_add_time_(x, st.stamps, st.pos, {w.minute, w.hour, w.weekday, w.day, w.month});
-    at::Tensor delta;  // the residual branch not yet added to x
-    auto norm = [&](const at::Tensor& weight) {
-        return delta.defined() ? kernels::add_rms_norm(x, delta, weight, 1e-5) : kernels::rms_norm(x, weight, 1e-5);
-    };
     for (size_t l = 0; l < w.blocks.size(); ++l) {
         const Block& b = w.blocks[l];
         const int64_t H = b.heads, hd = d / H;
-        const at::Tensor qkv = lin(b.qkv, norm(b.norm1)).view({N, 3, H, hd});
-        const at::Tensor q = qkv.select(1, 0);
-        kernels::rope_kv_append_(q, qkv.select(1, 1), qkv.select(1, 2), c.k[l], c.v[l], st.pos, b.inv_freq);
-        delta = lin(b.o, kernels::decode_attention(q, c.k[l], c.v[l], st.pos, 1.0 / std::sqrt(static_cast<double>(hd))));
-        const at::Tensor n2 = norm(b.norm2);
-        delta = kernels::skinny_linear(kernels::swiglu(kernels::skinny_linear(n2, b.w13, {})), b.w2, {});
+        const at::Tensor qkv = lin(b.qkv, x, normed(b.norm1)).view({N, 3, H, hd});
+        const at::Tensor a = kernels::decode_attention_append(qkv.select(1, 0), qkv.select(1, 1), qkv.select(1, 2), c.k[l], c.v[l], st.pos,
+                                                              b.inv_freq, 1.0 / std::sqrt(static_cast<double>(hd)));
+        x = lin(b.o, a, plus(x));
+        const at::Tensor h = kernels::skinny_linear(x, b.w13, {}, normed(b.norm2));
+        x = kernels::skinny_linear(h, b.w2, {}, plus(x, /*swiglu=*/true));
     }
-    x = norm(w.norm);
+    const at::Tensor xn = kernels::rms_norm(x, w.norm, 1e-5);
     const int64_t dh = d / w.dep_heads;
-    const at::Tensor kv = lin(w.dep_kv, x).view({N, 2, w.dep_heads, dh});
-    kernels::rope_kv_append_({}, kv.select(1, 0), kv.select(1, 1), c.dep_k, c.dep_v, st.pos, {});
-    const at::Tensor s1 = sample_static(lin(w.proj_s1, x), temperature, top_k, top_p, gen, st.hist1, st.pos);
-    // RoPE of the one-row query is the identity; the dependency keys are not rotated.
+    const at::Tensor kv = lin(w.dep_kv, xn).view({N, 2, w.dep_heads, dh});
+    const at::Tensor s1 = sample_static(lin(w.proj_s1, xn), temperature, top_k, top_p, gen, st.hist1, st.pos);
+    // RoPE of the one-row query is the identity; the dependency keys are not rotated (appended as they are).
     const at::Tensor q2 = lin(w.dep_q, at::embedding(w.emb_s1, s1.squeeze(1))).view({N, w.dep_heads, dh});
-    const at::Tensor a2 = kernels::decode_attention(q2, c.dep_k, c.dep_v, st.pos, 1.0 / std::sqrt(static_cast<double>(dh)));
-    const at::Tensor x2 = kernels::add_rms_norm(x, lin(w.dep_o, a2), w.dep_norm, 1e-5);
-    sample_static(lin(w.proj_s2, x2), temperature, top_k, top_p, gen, st.hist2, st.pos);
+    const at::Tensor a2 = kernels::decode_attention_append(q2, kv.select(1, 0), kv.select(1, 1), c.dep_k, c.dep_v, st.pos, {},
+                                                           1.0 / std::sqrt(static_cast<double>(dh)));
+    const at::Tensor x2 = lin(w.dep_o, a2, plus(xn));
+    sample_static(lin(w.proj_s2, x2, normed(w.dep_norm)), temperature, top_k, top_p, gen, st.hist2, st.pos);
     st.pos.add_(1);
 }
 
@@ -263,6 +326,10 @@ at::Tensor sample_from_logits(const at::Tensor& logits, double temperature, int6
     // reference's.
     const at::Tensor q = at::empty_like(probs).exponential_(1, gen);
     return kernels::draw_token_cpu(probs, q);
+}
+
+at::Tensor sample_kernels(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen) {
+    return sample_static(logits, temperature, top_k, top_p, gen, {}, {});
 }
 
 }  // namespace cn::kronos

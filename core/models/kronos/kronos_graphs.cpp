@@ -102,14 +102,14 @@ KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
     // Prologue: tokens of the history, the cache prefilled with them, the first step's s1 and s2 drawn exactly as
     // the cached path draws them, and pos at T0 for the step graph.
     auto prologue = [&] {
-        auto [t1, t2] = tokenizer_encode(tcfg_, tw_, en->x);
+        auto [t1, t2] = tokenizer_encode(tcfg_, tw_, en->x, Path::kKernels);
         st.hist1.narrow(1, 0, T0).copy_(t1);
         st.hist2.narrow(1, 0, T0).copy_(t2);
         KronosCache c = st.cache;
         c.len = 0;
-        auto [logits1, last] = decode_s1_cached(cfg_, w_, t1, t2, st.stamps.narrow(1, 0, T0), c, M);
-        const at::Tensor s1 = sample_from_logits(logits1, e.temperature, e.top_k, e.top_p, gen_);
-        const at::Tensor s2 = sample_from_logits(decode_s2_cached(cfg_, w_, last, s1, c), e.temperature, e.top_k, e.top_p, gen_);
+        auto [logits1, last] = decode_s1_cached(cfg_, w_, t1, t2, st.stamps.narrow(1, 0, T0), c, M, Path::kKernels);
+        const at::Tensor s1 = sample_kernels(logits1, e.temperature, e.top_k, e.top_p, gen_);
+        const at::Tensor s2 = sample_kernels(decode_s2_cached(cfg_, w_, last, s1, c), e.temperature, e.top_k, e.top_p, gen_);
         st.hist1.narrow(1, T0, 1).copy_(s1);
         st.hist2.narrow(1, T0, 1).copy_(s2);
         st.pos.fill_(T0);
@@ -118,7 +118,7 @@ KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
     en->z = at::zeros({N, total - ws, tcfg_.d_in}, en->x.options());
     auto epilogue = [&] {
         en->z.copy_(tokenizer_decode(tcfg_, tw_, st.hist1.narrow(1, ws, total - ws).contiguous(),
-                                     st.hist2.narrow(1, ws, total - ws).contiguous()));
+                                     st.hist2.narrow(1, ws, total - ws).contiguous(), Path::kKernels));
     };
     capture_graph(en->epilogue, device_, epilogue, epilogue);
     en->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
@@ -149,10 +149,11 @@ KronosGraphs::Sliding& KronosGraphs::sliding(int64_t N, double temperature, int6
     sl->out1 = at::zeros({N, 1}, i64);
     sl->out2 = at::zeros({N, 1}, i64);
     Sliding& r = *sl;
-    auto pass = [&] {  // the eager path's full recompute, op for op
-        auto [logits1, context] = decode_s1(cfg_, w_, r.win1, r.win2, r.wstamp);
-        const at::Tensor s1 = sample_from_logits(logits1.select(1, -1), temperature, top_k, top_p, gen_);
-        const at::Tensor s2 = sample_from_logits(decode_s2(cfg_, w_, context, s1).select(1, -1), temperature, top_k, top_p, gen_);
+    auto pass = [&] {  // the full recompute on the kernels path (the eager path's passes and generator calls)
+        auto [logits1, context] = decode_s1(cfg_, w_, r.win1, r.win2, r.wstamp, Path::kKernels);
+        const at::Tensor s1 = sample_kernels(logits1.select(1, -1).contiguous(), temperature, top_k, top_p, gen_);
+        const at::Tensor s2 =
+            sample_kernels(decode_s2(cfg_, w_, context, s1).select(1, -1).contiguous(), temperature, top_k, top_p, gen_);
         r.out1.copy_(s1);
         r.out2.copy_(s2);
     };

@@ -84,8 +84,8 @@ struct Loader {
         }
         return default_inv_freq(head_dim, device);
     }
-    // `fused`: also build the fused QKV and w1|w3 weights (only the CUDA graph step uses them; elsewhere they
-    // would only cost memory and break mmap aliasing).
+    // `fused`: also build the fused QKV and w1|w3 weights (only the kernels path on CUDA uses them; elsewhere
+    // they would only cost memory and break mmap aliasing).
     Block block(const std::string& p, int64_t heads, int64_t d, bool fused = false) const {
         Block b;
         b.norm1 = w.load(p + ".norm1.weight");
@@ -460,6 +460,10 @@ private:
         at::Tensor xt = at::clip(rep(x, T0, 6), -clip, clip).to(options_.dtype);  // normalised on the host in fp32
         const at::Tensor full_stamp = rep(stamp, T0 + P, 5);
         const int64_t N = B * S;
+        // Fused and graph modes on CUDA run the sequence passes on the kernels (fused weights); eager mode, and
+        // every mode on CPU, the reference's ops.
+        const Path path = mode() != CN_MODE_EAGER && !pw_.blocks.empty() && pw_.blocks[0].qkv.w.defined() ? Path::kKernels
+                                                                                                       : Path::kReference;
         at::Tensor all1, all2;  // [N, T0 + P] tokens of the history and the forecast
         at::Tensor z_dev;       // decoded candles of the last window [N, Lw, 6]
 #ifdef CN_WITH_CUDA
@@ -487,7 +491,7 @@ private:
         } else
 #endif
         {
-            auto [tok1, tok2] = tokenizer_encode(cfg_.tok, tw_, xt);
+            auto [tok1, tok2] = tokenizer_encode(cfg_.tok, tw_, xt, path);
             all1 = at::cat({tok1, at::empty({N, P}, tok1.options())}, 1);
             all2 = at::cat({tok2, at::empty({N, P}, tok2.options())}, 1);
             // Cached decoding (fused mode) while the window has not slid (its start stays 0, so positions are fixed);
@@ -530,7 +534,7 @@ private:
                     const int64_t from = cache.len;  // tokens [from, cur) are new to the cache
                     auto [logits1, last] = decode_s1_cached(cfg_.pred, pw_, all1.slice(1, from, cur).contiguous(),
                                                             all2.slice(1, from, cur).contiguous(),
-                                                            full_stamp.slice(1, from, cur).contiguous(), cache, M);
+                                                            full_stamp.slice(1, from, cur).contiguous(), cache, M, path);
                     s1 = sample_from_logits(logits1, req.temperature, req.top_k, req.top_p, gen);
                     s2 = sample_from_logits(decode_s2_cached(cfg_.pred, pw_, last, s1, cache), req.temperature, req.top_k, req.top_p, gen);
 #ifdef CN_WITH_CUDA
@@ -546,7 +550,7 @@ private:
                 } else {
                     const at::Tensor in1 = all1.slice(1, start, cur).contiguous(), in2 = all2.slice(1, start, cur).contiguous();
                     const at::Tensor st = full_stamp.slice(1, start, cur).contiguous();
-                    auto [logits1, context] = decode_s1(cfg_.pred, pw_, in1, in2, st);
+                    auto [logits1, context] = decode_s1(cfg_.pred, pw_, in1, in2, st, path);
                     s1 = sample_from_logits(logits1.select(1, -1), req.temperature, req.top_k, req.top_p, gen);
                     const at::Tensor logits2 = decode_s2(cfg_.pred, pw_, context, s1).select(1, -1);
                     s2 = sample_from_logits(logits2, req.temperature, req.top_k, req.top_p, gen);
@@ -569,7 +573,7 @@ private:
         }
         const int64_t total = T0 + P, ws = std::max<int64_t>(0, total - M);
         if (!z_dev.defined()) {
-            z_dev = tokenizer_decode(cfg_.tok, tw_, all1.slice(1, ws, total).contiguous(), all2.slice(1, ws, total).contiguous());
+            z_dev = tokenizer_decode(cfg_.tok, tw_, all1.slice(1, ws, total).contiguous(), all2.slice(1, ws, total).contiguous(), path);
         }
         const at::Tensor z = z_dev.to(at::kCPU, at::kFloat).contiguous();  // [N, Lw, 6]
         const int64_t Lw = z.size(1);
@@ -659,8 +663,9 @@ std::unique_ptr<Model> load_kronos(const std::string& dir, const format::ModelCo
     tok.head = tl.L("head");
     tok.quant_embed = tl.L("quant_embed");
     tok.post_quant_embed = tl.L("post_quant_embed");
-    for (int64_t i = 0; i < k.enc_blocks; ++i) tok.encoder.push_back(tl.block("encoder." + std::to_string(i), k.n_heads, k.d_model));
-    for (int64_t i = 0; i < k.dec_blocks; ++i) tok.decoder.push_back(tl.block("decoder." + std::to_string(i), k.n_heads, k.d_model));
+    const bool fused = options.device.is_cuda();  // fused GEMMs for the kernels path (kronos_forward.h's Path)
+    for (int64_t i = 0; i < k.enc_blocks; ++i) tok.encoder.push_back(tl.block("encoder." + std::to_string(i), k.n_heads, k.d_model, fused));
+    for (int64_t i = 0; i < k.dec_blocks; ++i) tok.decoder.push_back(tl.block("decoder." + std::to_string(i), k.n_heads, k.d_model, fused));
 
     // Predictor.
     auto pck = format::Checkpoint::open(dir);
@@ -693,7 +698,6 @@ std::unique_ptr<Model> load_kronos(const std::string& dir, const format::ModelCo
     pr.weekday = pw.load("time_emb.weekday_embed.weight");
     pr.day = pw.load("time_emb.day_embed.weight");
     pr.month = pw.load("time_emb.month_embed.weight");
-    const bool fused = options.device.is_cuda();  // the graph step's fused GEMMs
     for (int64_t i = 0; i < p.n_layers; ++i) pr.blocks.push_back(pl.block("transformer." + std::to_string(i), p.n_heads, d, fused));
     pr.norm = pw.load("norm.weight");
     pr.dep_q = pl.L("dep_layer.cross_attn.q_proj");
