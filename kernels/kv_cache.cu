@@ -133,6 +133,69 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(T* q, Vi
     for (int c = 0; c < PL; ++c) qr[c] = (c < per_lane && lane + 32 * c < hd) ? to_f(qp[lane + 32 * c]) : 0.f;
     const T* kb = kc + nh * M * hd;
     const T* vb = vc + nh * M * hd;
+    if (L <= kAttnWarps * kUnroll) {
+        // One pass (every row's K and V loads in flight at once): warp w's rows j = w + 8u, its own softmax
+        // statistics (max m_w, sum l_w) and weighted V sum; one barrier, then the warps are merged with
+        // exp(m_w - m) factors. Equal to the two-pass softmax up to fp32 rounding.
+        __shared__ float wstat[2 * kAttnWarps];
+        float s[kUnroll], vv[kUnroll][PL];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t j = warp + static_cast<int64_t>(u) * kAttnWarps;
+            s[u] = 0.f;
+#pragma unroll
+            for (int c = 0; c < PL; ++c) {
+                const int i = lane + 32 * c;
+                const bool ok = j < L && i < hd;
+                vv[u][c] = ok ? to_f(vb[j * hd + i]) : 0.f;
+                if (ok) s[u] += qr[c] * to_f(kb[j * hd + i]);
+            }
+        }
+        float mw = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            for (int o = 16; o > 0; o >>= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+            s[u] = warp + u * kAttnWarps < L ? s[u] * scale : -INFINITY;
+            mw = fmaxf(mw, s[u]);
+        }
+        float lw = 0.f, acc[PL];
+#pragma unroll
+        for (int c = 0; c < PL; ++c) acc[c] = 0.f;
+        if (mw != -INFINITY) {  // a warp without rows (L < 8) contributes nothing
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const float e = s[u] == -INFINITY ? 0.f : expf(s[u] - mw);
+                lw += e;
+#pragma unroll
+                for (int c = 0; c < PL; ++c) acc[c] += e * vv[u][c];
+            }
+        }
+        float* part = sm;  // [kAttnWarps][hd]
+#pragma unroll
+        for (int c = 0; c < PL; ++c) {
+            const int i = lane + 32 * c;
+            if (i < hd) part[warp * hd + i] = acc[c];
+        }
+        if (lane == 0) wstat[2 * warp] = mw, wstat[2 * warp + 1] = lw;
+        __syncthreads();
+        float m = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < kAttnWarps; ++w) m = fmaxf(m, wstat[2 * w]);
+        float f[kAttnWarps], sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < kAttnWarps; ++w) {
+            f[w] = wstat[2 * w] == -INFINITY ? 0.f : expf(wstat[2 * w] - m);
+            sum += wstat[2 * w + 1] * f[w];
+        }
+        T* o = out + nh * hd;
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+            float r = 0.f;
+#pragma unroll
+            for (int w = 0; w < kAttnWarps; ++w) r += part[w * hd + i] * f[w];
+            o[i] = from_f<T>(r / sum);
+        }
+        return;
+    }
     for (int64_t j0 = warp; j0 < L; j0 += kAttnWarps * kUnroll) {
         float s[kUnroll];
 #pragma unroll

@@ -46,9 +46,60 @@ __device__ __forceinline__ float block_exclusive_scan(float v) {
     return (warp > 0 ? warp_incl[warp - 1] : 0.f) + excl;
 }
 
+__device__ __forceinline__ bool beats(float a, int64_t ia, float b, int64_t ib) {
+    if (isnan(a)) return !isnan(b) || ia < ib;
+    if (isnan(b)) return false;
+    return a > b || (a == b && ia < ib);
+}
+
+// A running argmax of probs_i / noise_i in `beats` order (a strict total order on (value, index): the result
+// does not depend on the order in which entries are considered).
+struct Best {
+    float v = -INFINITY;
+    int64_t i = INT64_MAX;
+    __device__ __forceinline__ void consider(float x, int64_t j) {
+        if (i == INT64_MAX || beats(x, j, v, i)) v = x, i = j;
+    }
+};
+
+// The block's argmax; valid in thread 0.
+__device__ __forceinline__ int64_t block_argmax(Best b) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, b.v, o);
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, b.i, o);
+        if (oi != INT64_MAX) b.consider(ov, oi);
+    }
+    __shared__ float wb[32];
+    __shared__ int64_t wi[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+    __syncthreads();  // wb / wi may still be read by a previous call
+    if (lane == 0) wb[warp] = b.v, wi[warp] = b.i;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < warps; ++w) {
+            if (wi[w] != INT64_MAX) b.consider(wb[w], wi[w]);
+        }
+    }
+    return b.i;
+}
+
+// Thread 0 stores row r's token (and, with a history, writes it at column pos + 1).
+__device__ __forceinline__ void store_token(int64_t r, int64_t t, int64_t* __restrict__ tok, int64_t* __restrict__ hist,
+                                            int64_t hist_stride, int64_t hist_len, const int64_t* __restrict__ pos) {
+    if (threadIdx.x != 0) return;
+    tok[r] = t;
+    if (hist) {
+        const int64_t col = *pos + 1;  // outside the history: not written (the CPU path refuses it)
+        if (col >= 0 && col < hist_len) hist[r * hist_stride + col] = t;
+    }
+}
+
 // The top-p filter of one sorted row (sorted values / their indices, in global or shared memory) -> out row.
+// With `noise` (the row's Exp(1) draws, in shared or global memory) it also returns this thread's candidate for
+// the draw argmax_i out_i / noise_i among the entries it wrote.
 template <class Idx>
-__device__ void top_p_row(const float* sorted, const Idx* idx, float* __restrict__ out, int64_t V, float top_p) {
+__device__ Best top_p_row(const float* sorted, const Idx* idx, float* __restrict__ out, int64_t V, float top_p,
+                          const float* noise = nullptr) {
     const float m = sorted[0];
     const int64_t chunk = (V + blockDim.x - 1) / blockDim.x;
     const int64_t b = threadIdx.x * chunk, e = b + chunk < V ? b + chunk : V;
@@ -66,11 +117,15 @@ __device__ void top_p_row(const float* sorted, const Idx* idx, float* __restrict
     }
     const float S2 = cuda::block_sum(kept);
     run = offset;
+    Best best;
     for (int64_t j = b; j < e; ++j) {
         const float x = expf(sorted[j] - m);
-        out[idx[j]] = (j == 0 || !(run > top_p)) ? x / S2 : 0.f;
+        const float pr = (j == 0 || !(run > top_p)) ? x / S2 : 0.f;
+        out[idx[j]] = pr;
+        if (noise) best.consider(pr / noise[idx[j]], idx[j]);
         run += x / S;
     }
+    return best;
 }
 
 __global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __restrict__ idx, float* __restrict__ out,
@@ -97,41 +152,12 @@ __device__ __forceinline__ void exchange(float& k, int& i, float pk, int pi, int
     if (want_first != mine_first) k = pk, i = pi;
 }
 
-__device__ __forceinline__ bool beats(float a, int64_t ia, float b, int64_t ib) {
-    if (isnan(a)) return !isnan(b) || ia < ib;
-    if (isnan(b)) return false;
-    return a > b || (a == b && ia < ib);
-}
-
 // Row r's draw argmax_i probs_i / noise_i by the whole block (any size up to 1024); thread 0 writes the token.
 __device__ void draw_row(const float* probs, const float* __restrict__ noise, int64_t V, int64_t r, int64_t* __restrict__ tok,
                          int64_t* __restrict__ hist, int64_t hist_stride, int64_t hist_len, const int64_t* __restrict__ pos) {
-    float best = -INFINITY;
-    int64_t bi = INT64_MAX;
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-        const float x = probs[i] / noise[i];
-        if (bi == INT64_MAX || beats(x, i, best, bi)) best = x, bi = i;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (oi != INT64_MAX && (bi == INT64_MAX || beats(ob, oi, best, bi))) best = ob, bi = oi;
-    }
-    __shared__ float wb[32];
-    __shared__ int64_t wi[32];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
-    if (lane == 0) wb[warp] = best, wi[warp] = bi;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < warps; ++w) {
-            if (wi[w] != INT64_MAX && (bi == INT64_MAX || beats(wb[w], wi[w], best, bi))) best = wb[w], bi = wi[w];
-        }
-        tok[r] = bi;
-        if (hist) {
-            const int64_t col = *pos + 1;  // outside the history: not written (the CPU path refuses it)
-            if (col >= 0 && col < hist_len) hist[r * hist_stride + col] = bi;
-        }
-    }
+    Best b;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) b.consider(probs[i] / noise[i], i);
+    store_token(r, block_argmax(b), tok, hist, hist_stride, hist_len, pos);
 }
 
 __global__ void draw_kernel(const float* __restrict__ probs, const float* __restrict__ noise, int64_t V, int64_t* __restrict__ tok,
@@ -160,6 +186,10 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
     constexpr int P2 = R * kTopPThreads;
     __shared__ float key_s[P2];
     __shared__ int id_s[P2];
+    // With a draw, the row's noise is staged in shared memory while the row sorts (up to 2048 entries; beyond,
+    // the filter reads it from global memory).
+    constexpr bool kStage = R <= 2;
+    __shared__ float noise_s[kStage ? P2 : 1];
     const int64_t r = blockIdx.x;
     const int t = threadIdx.x;
     float key[R];
@@ -169,6 +199,7 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
         const int e = t + q * kTopPThreads;
         key[q] = e < V ? logits[r * V + e] * inv_t : -INFINITY;
         id[q] = e;
+        if (kStage && dr.tok && e < V) noise_s[e] = dr.noise[r * V + e];
     }
     for (int k = 2; k <= P2; k <<= 1) {
         for (int j = k >> 1; j > 0; j >>= 1) {
@@ -209,11 +240,10 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
 #pragma unroll
     for (int q = 0; q < R; ++q) key_s[t + q * kTopPThreads] = key[q], id_s[t + q * kTopPThreads] = id[q];
     __syncthreads();
-    top_p_row(key_s, id_s, out + r * V, V, top_p);
-    if (dr.tok) {
-        __syncthreads();  // the row's probabilities, written by the whole block, are visible to it
-        draw_row(out + r * V, dr.noise + r * V, V, r, dr.tok, dr.hist, dr.hist_stride, dr.hist_len, dr.pos);
-    }
+    // (noise_s was written before the barriers of the sort, so it is visible to every thread here.)
+    const float* noise = dr.tok ? (kStage ? noise_s : dr.noise + r * V) : nullptr;
+    const Best b = top_p_row(key_s, id_s, out + r * V, V, top_p, noise);
+    if (dr.tok) store_token(r, block_argmax(b), dr.tok, dr.hist, dr.hist_stride, dr.hist_len, dr.pos);
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 
 namespace cn::kernels {
 
-bool skinny_linear_fits(const at::Tensor& x, const at::Tensor& w, bool swiglu) {
-    return x.defined() && w.defined() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) * (swiglu ? 2 : 1) &&
-           x.size(0) >= 1 && x.size(0) <= 16 && w.size(1) % 8 == 0 && x.is_contiguous() && w.is_contiguous() &&
+bool skinny_linear_fits(const at::Tensor& x, const at::Tensor& w) {
+    return x.defined() && w.defined() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(0) >= 1 &&
+           x.size(0) <= 16 && x.size(1) % 8 == 0 && x.is_contiguous() && w.is_contiguous() &&
            x.scalar_type() == w.scalar_type() && x.device() == w.device() &&
            reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0;
 }
@@ -19,11 +19,10 @@ bool skinny_linear_fits(const at::Tensor& x, const at::Tensor& w, bool swiglu) {
 namespace {
 
 void check_options(const at::Tensor& x, const at::Tensor& w, const SkinnyOptions& o) {
-    if (o.swiglu && o.norm_weight.defined()) fail(Status::kInternal, "skinny_linear: norm and swiglu together");
     if (o.norm_weight.defined() && (o.norm_weight.dim() != 1 || o.norm_weight.size(0) != x.size(-1))) {
         fail(Status::kInternal, "skinny_linear: norm weight must be [K]");
     }
-    if (o.swiglu && (x.dim() != 2 || x.size(1) != 2 * w.size(1))) fail(Status::kInternal, "skinny_linear: swiglu needs x [M, 2K]");
+    if (o.swiglu && (w.size(0) % 2 != 0 || o.residual.defined())) fail(Status::kInternal, "skinny_linear: swiglu needs 2F rows, no residual");
     if (o.residual.defined() && (o.residual.dim() != 2 || o.residual.size(0) != x.size(0) || o.residual.size(1) != w.size(0))) {
         fail(Status::kInternal, "skinny_linear: residual must be [M, N]");
     }
@@ -35,8 +34,8 @@ at::Tensor skinny_linear_composite(const at::Tensor& x, const at::Tensor& w, con
     check_options(x, w, o);
     at::Tensor in = x;
     if (o.norm_weight.defined()) in = rms_norm(x.contiguous(), o.norm_weight, o.norm_eps);
-    if (o.swiglu) in = swiglu(x);
     at::Tensor y = at::linear(in, w, b);
+    if (o.swiglu) y = swiglu(y);
     if (o.residual.defined()) y = o.residual + y;
     return y;
 }
@@ -46,8 +45,8 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
     auto same = [&](const at::Tensor& t) {
         return !t.defined() || (t.is_contiguous() && t.scalar_type() == w.scalar_type() && t.device() == w.device());
     };
-    if (x.is_cuda() && skinny_linear_fits(x, w, o.swiglu) && same(b) && same(o.norm_weight) && same(o.residual) &&
-        !(o.swiglu && o.norm_weight.defined())) {
+    if (x.is_cuda() && skinny_linear_fits(x, w) && same(b) && same(o.norm_weight) && same(o.residual) &&
+        !(o.swiglu && (o.residual.defined() || w.size(0) % 2 != 0))) {
         return skinny_linear_cuda(x, w, b, o);
     }
 #endif

@@ -1,5 +1,5 @@
-// CUDA path of skinny_linear: block of 8 warps, each warp two output columns for all M rows; the norm / SwiGLU
-// prologue is applied to x as it is loaded, the residual add to each output.
+// CUDA path of skinny_linear: block of 8 warps, each warp two output columns for all M rows; the norm is applied
+// to x as it is loaded, the residual add or the SwiGLU gate to the outputs.
 #include "kernels/skinny_gemm.h"
 
 #include <type_traits>
@@ -38,37 +38,23 @@ template <class H> struct Vec8Half {
 template <> struct Vec8<__nv_bfloat16> : Vec8Half<__nv_bfloat16> {};
 template <> struct Vec8<__half> : Vec8Half<__half> {};
 
-enum Prologue { kPlain = 0, kNorm = 1, kSwiglu = 2 };
-
-// x's eight elements at (m, k) as the GEMM sees them: as stored (kPlain), after the RMS norm (kNorm: g are the
-// norm weights at k, inv the row's rsqrt) or after the SwiGLU gate (kSwiglu: the row holds [a | b], stride 2K).
-template <class T, int PRO>
-__device__ __forceinline__ void load_x(const T* __restrict__ x, int64_t m, int k, int K, const float (&g)[8], float inv,
-                                       float (&v)[8]) {
-    if constexpr (PRO == kSwiglu) {
-        float a[8], b[8];
-        Vec8<T>::load(x + m * 2 * K + k, a);
-        Vec8<T>::load(x + m * 2 * K + K + k, b);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = round_to<T>(round_to<T>(a[i] / (1.0f + expf(-a[i]))) * b[i]);
-    } else {
-        Vec8<T>::load(x + m * K + k, v);
-        if constexpr (PRO == kNorm) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) v[i] = round_to<T>(g[i] * round_to<T>(v[i] * inv));
-        }
-    }
-}
-
-template <class T, int MR, int PRO>
+// NORM: x is RMS-normalised as it is loaded. fp32: the scale is applied after the sum (sum_k (g_k x_k) w_nk *
+// rsqrt(var + eps), the row's sum of squares taken by every warp from the loads it makes anyway: no barrier);
+// half types round the normalised value to T first (round_T(g * round_T(x * rsqrt))), which needs the row's
+// statistics before the sum: a warp per row computes them, then one barrier.
+// GLU: the warp's two columns are j and j + N/2 (the w1 and w3 rows of a fused [w1 | w3]), and it writes
+// swiglu(out_j, out_{j+N/2}) to column j of an [M, N/2] output.
+template <class T, int MR, bool NORM, bool GLU>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, const T* __restrict__ norm_w,
                   float eps, const T* __restrict__ residual, T* __restrict__ out, int M, int K, int N) {
-    // No shared memory and no barrier beyond the norm's row statistics: every load of the step is independent
+    // No shared memory and no barrier (but the half-precision norm's): every load of the step is independent
     // (x's few rows are read by every warp and stay in L1), so one launch costs about one memory round trip.
+    constexpr bool kScaleAfter = NORM && std::is_same_v<T, float>;
+    constexpr bool kRowStats = NORM && !kScaleAfter;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __shared__ float inv_rms[MR];
-    if constexpr (PRO == kNorm) {
+    __shared__ float inv_rms[kRowStats ? MR : 1];
+    if constexpr (kRowStats) {
         for (int m = warp; m < M; m += kWarps) {  // a warp per row: fp32 sum of squares, fixed order
             float ss = 0.f;
             for (int k = lane * 8; k < K; k += 32 * 8) {
@@ -82,31 +68,42 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         __syncthreads();
     }
-    const int n0 = (blockIdx.x * kWarps + warp) * kCols;
-    if (n0 >= N) return;
-    float acc[kCols][MR];
+    const int wi = blockIdx.x * kWarps + warp, half = N / 2;
+    if (wi >= (GLU ? half : (N + kCols - 1) / kCols)) return;
+    int col[kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) {
+    for (int c = 0; c < kCols; ++c) col[c] = GLU ? wi + c * half : wi * kCols + c;
+    float acc[kCols][MR], ss[MR];
 #pragma unroll
-        for (int m = 0; m < MR; ++m) acc[c][m] = 0.f;
+    for (int m = 0; m < MR; ++m) {
+        ss[m] = 0.f;
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) acc[c][m] = 0.f;
     }
 #pragma unroll 2
     for (int k = lane * 8; k < K; k += 32 * 8) {
         float wv[kCols][8], xv[MR][8], g[8];
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
-            if (n0 + c < N) {
-                Vec8<T>::load(w + static_cast<int64_t>(n0 + c) * K + k, wv[c]);
+            if (col[c] < N) {
+                Vec8<T>::load(w + static_cast<int64_t>(col[c]) * K + k, wv[c]);
             } else {
 #pragma unroll
                 for (int i = 0; i < 8; ++i) wv[c][i] = 0.f;
             }
         }
-        if constexpr (PRO == kNorm) Vec8<T>::load(norm_w + k, g);
+        if constexpr (NORM) Vec8<T>::load(norm_w + k, g);
 #pragma unroll
         for (int m = 0; m < MR; ++m) {
             if (m < M) {
-                load_x<T, PRO>(x, m, k, K, g, PRO == kNorm ? inv_rms[m] : 0.f, xv[m]);
+                Vec8<T>::load(x + static_cast<int64_t>(m) * K + k, xv[m]);
+                if constexpr (kScaleAfter) {
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) ss[m] += xv[m][i] * xv[m][i], xv[m][i] *= g[i];
+                } else if constexpr (kRowStats) {
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) xv[m][i] = round_to<T>(g[i] * round_to<T>(xv[m][i] * inv_rms[m]));
+                }
             } else {
 #pragma unroll
                 for (int i = 0; i < 8; ++i) xv[m][i] = 0.f;
@@ -122,15 +119,30 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) {
+    for (int m = 0; m < MR; ++m) {
+        float inv = 1.f;
+        if constexpr (kScaleAfter) {
+            float v = ss[m];
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            inv = rsqrtf(v / static_cast<float>(K) + eps);
+        }
+        float r[kCols];
 #pragma unroll
-        for (int m = 0; m < MR; ++m) {
+        for (int c = 0; c < kCols; ++c) {
             float v = acc[c][m];
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0 && m < M && n0 + c < N) {
-                const int64_t at = static_cast<int64_t>(m) * N + n0 + c;
-                v += b ? to_f(b[n0 + c]) : 0.f;
-                out[at] = residual ? from_f<T>(to_f(residual[at]) + round_to<T>(v)) : from_f<T>(v);
+            r[c] = (kScaleAfter ? v * inv : v) + ((b && col[c] < N) ? to_f(b[col[c]]) : 0.f);
+        }
+        if (lane != 0 || m >= M) continue;
+        if constexpr (GLU) {
+            const float a = round_to<T>(r[0]), s = round_to<T>(a / (1.0f + expf(-a)));
+            out[static_cast<int64_t>(m) * half + wi] = from_f<T>(s * round_to<T>(r[1]));
+        } else {
+#pragma unroll
+            for (int c = 0; c < kCols; ++c) {
+                if (col[c] >= N) continue;
+                const int64_t at = static_cast<int64_t>(m) * N + col[c];
+                out[at] = residual ? from_f<T>(to_f(residual[at]) + round_to<T>(r[c])) : from_f<T>(r[c]);
             }
         }
     }
@@ -143,19 +155,19 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
         return t.defined() && (t.sizes() != at::IntArrayRef(shape) || !t.is_contiguous() || t.scalar_type() != w.scalar_type() ||
                                t.device() != w.device());
     };
-    if (!skinny_linear_fits(x, w, o.swiglu) || (o.swiglu && o.norm_weight.defined()) || bad(b, {w.size(0)}) ||
+    if (!skinny_linear_fits(x, w) || (o.swiglu && (o.residual.defined() || w.size(0) % 2 != 0)) || bad(b, {w.size(0)}) ||
         bad(o.norm_weight, {w.size(1)}) || bad(o.residual, {x.size(0), w.size(0)})) {
-        fail(Status::kInternal, "skinny_linear: x [M <= 16, K % 8 == 0] (or [M, 2K] with swiglu), w [N, K] 16-byte aligned, b [N], "
-                                "norm weight [K], residual [M, N]: contiguous, one dtype and device");
+        fail(Status::kInternal, "skinny_linear: x [M <= 16, K % 8 == 0], w [N, K] 16-byte aligned (N even with swiglu, then no "
+                                "residual), b [N], norm weight [K], residual [M, N]: contiguous, one dtype and device");
     }
     c10::cuda::CUDAGuard guard(x.device());
     const int M = static_cast<int>(x.size(0)), K = static_cast<int>(w.size(1)), N = static_cast<int>(w.size(0));
-    at::Tensor out = at::empty({M, N}, x.options());
+    at::Tensor out = at::empty({M, o.swiglu ? N / 2 : N}, x.options());
     if (N == 0) return out;
-    const int per_block = kWarps * kCols;
-    const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
+    const int warps_needed = o.swiglu ? N / 2 : (N + kCols - 1) / kCols;
+    const unsigned blocks = static_cast<unsigned>((warps_needed + kWarps - 1) / kWarps);
     auto stream = at::cuda::getCurrentCUDAStream();
-    const int pro = o.norm_weight.defined() ? kNorm : (o.swiglu ? kSwiglu : kPlain);
+    const bool norm = o.norm_weight.defined();
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "skinny_linear", [&] {
         using T = scalar_t;
         auto ptr = [](const at::Tensor& t) { return t.defined() ? reinterpret_cast<const T*>(t.const_data_ptr()) : nullptr; };
@@ -165,9 +177,10 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
         auto launch = [&](auto mr) {
             constexpr int MR = decltype(mr)::value;
             const int threads = kWarps * 32;
-            if (pro == kNorm) skinny_kernel<T, MR, kNorm><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
-            else if (pro == kSwiglu) skinny_kernel<T, MR, kSwiglu><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
-            else skinny_kernel<T, MR, kPlain><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
+            if (norm && o.swiglu) skinny_kernel<T, MR, true, true><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
+            else if (norm) skinny_kernel<T, MR, true, false><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
+            else if (o.swiglu) skinny_kernel<T, MR, false, true><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
+            else skinny_kernel<T, MR, false, false><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
         };
         if (M <= 1) launch(std::integral_constant<int, 1>{});
         else if (M <= 2) launch(std::integral_constant<int, 2>{});

@@ -237,46 +237,46 @@ TEST(SkinnyGemmGpu, MatchesFp64WithinTheSumsRounding) {
     EXPECT_TRUE(at::allclose(cn::kernels::skinny_linear(x, w, {}), at::linear(x, w)));
 }
 
-// The norm / SwiGLU prologues and the residual epilogue against the unfused kernels and ATen on CUDA (the
-// composite), and the fp32 case against an fp64 reference of the whole chain.
-TEST(SkinnyGemmGpu, ProloguesAndResidualMatchTheUnfusedOps) {
+// The norm before, the residual or SwiGLU after, against the unfused kernels and ATen on CUDA (the composite),
+// and the fp32 case against an fp64 reference of the whole chain.
+TEST(SkinnyGemmGpu, NormResidualAndSwigluMatchTheUnfusedOps) {
     REQUIRE_CUDA();
     at::manual_seed(23);
     for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
-        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 7}, {16, 256, 64}}) {
-            for (int mode = 0; mode < 4; ++mode) {  // 0: norm, 1: norm + residual, 2: swiglu + residual, 3: residual
+        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 8}, {16, 256, 64}, {5, 512, 2048}}) {
+            for (int mode = 0; mode < 5; ++mode) {  // 0 norm, 1 norm + residual, 2 norm + swiglu, 3 swiglu, 4 residual
                 cn::kernels::SkinnyOptions o;
-                const bool swiglu = mode == 2;
-                const at::Tensor x = (at::randn({M, swiglu ? 2 * K : K}) * 2).to(dt).cuda();
+                const at::Tensor x = (at::randn({M, K}) * 2).to(dt).cuda();
                 const at::Tensor w = (at::randn({N, K}) * 0.05).to(dt).cuda(), b = at::randn({N}).to(dt).cuda();
-                if (mode <= 1) o.norm_weight = (at::rand({K}) + 0.5).to(dt).cuda();
-                if (mode >= 1) o.residual = at::randn({M, N}).to(dt).cuda();
-                o.swiglu = swiglu;
-                ASSERT_TRUE(cn::kernels::skinny_linear_fits(x, w, swiglu));
+                if (mode <= 2) o.norm_weight = (at::rand({K}) + 0.5).to(dt).cuda();
+                if (mode == 1 || mode == 4) o.residual = at::randn({M, N}).to(dt).cuda();
+                o.swiglu = mode == 2 || mode == 3;
+                ASSERT_TRUE(cn::kernels::skinny_linear_fits(x, w));
                 const at::Tensor got = cn::kernels::skinny_linear_cuda(x, w, b, o);
                 const at::Tensor want = cn::kernels::skinny_linear_composite(x, w, b, o);
+                ASSERT_EQ(got.sizes(), want.sizes());
                 const std::string what = std::string(c10::toString(dt)) + " M" + std::to_string(M) + " K" + std::to_string(K) + " N" +
                                          std::to_string(N) + " mode " + std::to_string(mode);
-                // The GEMM's fp32 sum in another order (and, with the norm, the row variance's): fp32 to ~1e-5 of
-                // the result's scale; bf16 / f16 to two of their ulps (a rounding boundary crossed before the GEMM).
+                // The GEMM's fp32 sum in another order (and, with the norm, the row variance's and the scale's
+                // place): fp32 to ~1e-5 of the result's scale; bf16 / f16 to two of their ulps (a rounding
+                // boundary crossed before the last rounding).
                 expect_close(got, want, dt == at::kFloat ? 1e-5 : 2 * rtol(dt), dt == at::kFloat ? 1e-5 : 4 * rtol(dt), what);
                 if (dt != at::kFloat) continue;
                 at::Tensor in = x.cpu().to(at::kDouble);
-                if (mode <= 1) in = cn::test::ref_rms_norm(in, o.norm_weight.cpu().to(at::kDouble), 1e-5);
-                if (swiglu) in = cn::test::ref_swiglu(x.cpu(), at::kFloat).to(at::kDouble);
+                if (o.norm_weight.defined()) in = cn::test::ref_rms_norm(in, o.norm_weight.cpu().to(at::kDouble), 1e-5);
                 at::Tensor ref = at::matmul(in, w.cpu().to(at::kDouble).t()) + b.cpu().to(at::kDouble);
-                if (mode >= 1) ref = ref + o.residual.cpu().to(at::kDouble);
+                if (o.swiglu) ref = cn::test::ref_swiglu(ref, at::kDouble);
+                if (o.residual.defined()) ref = ref + o.residual.cpu().to(at::kDouble);
                 expect_close(got, ref, 1e-5, 1e-5, what + " vs fp64");
             }
         }
     }
-    // Refused combinations and shapes take the composite path.
+    // Refused combinations take the composite path, which refuses them too.
     const at::Tensor x = at::randn({2, 64}).cuda(), w = at::randn({8, 64}).cuda();
     cn::kernels::SkinnyOptions both;
-    both.norm_weight = at::ones({64}).cuda();
+    both.residual = at::zeros({2, 8}).cuda();
     both.swiglu = true;
     EXPECT_THROW(cn::kernels::skinny_linear(x, w, {}, both), cn::Error);
-    EXPECT_FALSE(cn::kernels::skinny_linear_fits(x, w, /*swiglu=*/true));  // swiglu needs x [M, 2K]
 }
 
 // One launch (append, then attention) equals the two launches bit for bit: caches, rotated q and the output.

@@ -279,15 +279,15 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
     // the norm before / SwiGLU before / residual add after folded in.
     using Opt = kernels::SkinnyOptions;
     auto lin = [](const Linear& l, const at::Tensor& x, const Opt& o = {}) { return kernels::skinny_linear(x, l.w, l.b, o); };
-    auto normed = [](const at::Tensor& g) {  // RMS norm (weight g) of the input first
+    auto normed = [](const at::Tensor& g, bool swiglu = false) {  // RMS norm (weight g) of the input first (SwiGLU after)
         Opt o;
         o.norm_weight = g;
+        o.swiglu = swiglu;
         return o;
     };
-    auto plus = [](const at::Tensor& r, bool swiglu = false) {  // the residual r added to the output (SwiGLU of the input first)
+    auto plus = [](const at::Tensor& r) {  // the residual r added to the output
         Opt o;
         o.residual = r;
-        o.swiglu = swiglu;
         return o;
     };
     // The input token at pos and its stamp -> [N, d]: the residual stream, a new tensor after every add.
@@ -301,8 +301,8 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
         const at::Tensor a = kernels::decode_attention_append(qkv.select(1, 0), qkv.select(1, 1), qkv.select(1, 2), c.k[l], c.v[l], st.pos,
                                                               b.inv_freq, 1.0 / std::sqrt(static_cast<double>(hd)));
         x = lin(b.o, a, plus(x));
-        const at::Tensor h = kernels::skinny_linear(x, b.w13, {}, normed(b.norm2));
-        x = kernels::skinny_linear(h, b.w2, {}, plus(x, /*swiglu=*/true));
+        const at::Tensor h = kernels::skinny_linear(x, b.w13, {}, normed(b.norm2, /*swiglu=*/true));
+        x = kernels::skinny_linear(h, b.w2, {}, plus(x));
     }
     const at::Tensor xn = kernels::rms_norm(x, w.norm, 1e-5);
     const int64_t dh = d / w.dep_heads;

@@ -100,7 +100,7 @@ struct KronosStepState {
 // pos + 1, then advances pos. Suitable for CUDA-graph capture. Runs on cutenative's kernels, five launches per
 // block: the QKV GEMM with the RMS norm in front (kernels/skinny_gemm.h), RoPE + cache append + attention
 // (kernels/kv_cache.h), the output GEMM with the residual add behind, the w1|w3 GEMM with the norm in front and
-// the w2 GEMM with SwiGLU in front and the residual behind; then the heads, and top-p filter + draw in one launch
+// SwiGLU behind, the w2 GEMM with the residual behind; then the heads, and top-p filter + draw in one launch
 // (kernels/sampling.h). Equal to the cached step up to the order of fp32 sums; the draws use the same generator
 // calls (one exponential_ per sampled token).
 void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
