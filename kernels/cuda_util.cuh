@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cmath>
+#include <string>
+#include <utility>
+
+#include <cuda_runtime.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -62,6 +66,41 @@ __device__ __forceinline__ float block_max(float v) {
     }
     __syncthreads();
     return total;
+}
+
+// Programmatic dependent launch (sm_90; no-ops before): a kernel started with launch_pdl may begin while the
+// previous kernel of the stream still runs. Such a kernel calls pdl_trigger() first (so the next one may start
+// early in turn), may read constant data (weights) right away, and must call pdl_wait() before it reads or
+// writes anything an earlier kernel of the stream writes or reads: the wait returns once the previous kernel
+// has completed and its memory is visible (and, since every kernel launched this way waits before it finishes,
+// so have all earlier ones).
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation allowed (see
+// pdl_wait); in a captured graph the dependency becomes a programmatic edge.
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+    if (err != cudaSuccess) ::cn::fail(::cn::Status::kInternal, std::string("kernel launch: ") + cudaGetErrorString(err));
 }
 
 }  // namespace cn::kernels::cuda

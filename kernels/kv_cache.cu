@@ -89,7 +89,9 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(T* q, Vi
                                                                      const int64_t* __restrict__ pos, float scale,
                                                                      T* __restrict__ out, Append<T> ap) {
     extern __shared__ float sm[];
+    cuda::pdl_trigger();
     const int64_t nh = blockIdx.x, n = nh / H, h = nh % H;
+    cuda::pdl_wait();  // everything this kernel reads or writes belongs to earlier kernels
     int64_t p = *pos;
     if constexpr (APPEND) {
         if (p >= 0 && p < M) {  // the caller guarantees 0 <= p < M; never write outside the cache
@@ -138,26 +140,40 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(T* q, Vi
         // statistics (max m_w, sum l_w) and weighted V sum; one barrier, then the warps are merged with
         // exp(m_w - m) factors. Equal to the two-pass softmax up to fp32 rounding.
         __shared__ float wstat[2 * kAttnWarps];
-        float s[kUnroll], vv[kUnroll][PL];
+        float s[kUnroll], kk[kUnroll][PL], vv[kUnroll][PL];
+        // Unconditional loads (rows past L and dims past hd read row 0 / dim 0 and are zeroed after): predicated
+        // loads feeding an FMA each were issued one at a time, a memory round trip per row.
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-            const int64_t j = warp + static_cast<int64_t>(u) * kAttnWarps;
+            const int64_t j = warp + static_cast<int64_t>(u) * kAttnWarps, jr = j < L ? j : 0;
+#pragma unroll
+            for (int c = 0; c < PL; ++c) {
+                const int i = lane + 32 * c, ir = i < hd ? i : 0;
+                kk[u][c] = to_f(kb[jr * hd + ir]);
+                vv[u][c] = to_f(vb[jr * hd + ir]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const bool row = warp + u * kAttnWarps < L;
             s[u] = 0.f;
 #pragma unroll
             for (int c = 0; c < PL; ++c) {
-                const int i = lane + 32 * c;
-                const bool ok = j < L && i < hd;
-                vv[u][c] = ok ? to_f(vb[j * hd + i]) : 0.f;
-                if (ok) s[u] += qr[c] * to_f(kb[j * hd + i]);
+                const bool ok = row && lane + 32 * c < hd;
+                s[u] += ok ? qr[c] * kk[u][c] : 0.f;
+                vv[u][c] = ok ? vv[u][c] : 0.f;
             }
         }
         float mw = -INFINITY;
+        bool nan = false;  // fmaxf drops NaN: a NaN score must still make the output NaN, as the softmax does
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             for (int o = 16; o > 0; o >>= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
             s[u] = warp + u * kAttnWarps < L ? s[u] * scale : -INFINITY;
+            nan = nan || isnan(s[u]);
             mw = fmaxf(mw, s[u]);
         }
+        if (nan) mw = NAN;  // then every weight, the warp's sums and the merged output are NaN
         float lw = 0.f, acc[PL];
 #pragma unroll
         for (int c = 0; c < PL; ++c) acc[c] = 0.f;
@@ -197,18 +213,22 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(T* q, Vi
         return;
     }
     for (int64_t j0 = warp; j0 < L; j0 += kAttnWarps * kUnroll) {
-        float s[kUnroll];
+        float s[kUnroll], kk[kUnroll][PL];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {  // all loads first (unconditional, clamped), as in the one-pass path
+            const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps, jr = j < L ? j : 0;
+#pragma unroll
+            for (int c = 0; c < PL; ++c) {
+                const int i = lane + 32 * c;
+                kk[u][c] = to_f(kb[jr * hd + (i < hd ? i : 0)]);
+            }
+        }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int64_t j = j0 + static_cast<int64_t>(u) * kAttnWarps;
             s[u] = 0.f;
-            if (j < L) {
 #pragma unroll
-                for (int c = 0; c < PL; ++c) {
-                    const int i = lane + 32 * c;
-                    if (c < per_lane && i < hd) s[u] += qr[c] * to_f(kb[j * hd + i]);
-                }
-            }
+            for (int c = 0; c < PL; ++c) s[u] += (j < L && c < per_lane && lane + 32 * c < hd) ? qr[c] * kk[u][c] : 0.f;
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -328,11 +348,14 @@ at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache,
             ap.vv = view_of(v);
             ap.inv = inv_freq.defined() ? inv_freq.const_data_ptr<float>() : nullptr;
         }
-        // q is written only by an append with RoPE (in place, as rope_kv_append_ does); the caches only by an append.
-        kernel<<<static_cast<unsigned>(N * H), kAttnThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
-            const_cast<T*>(reinterpret_cast<const T*>(q.const_data_ptr())), view_of(q), const_cast<T*>(reinterpret_cast<const T*>(k_cache.const_data_ptr())),
-            const_cast<T*>(reinterpret_cast<const T*>(v_cache.const_data_ptr())), H, M, static_cast<int>(hd), pos.const_data_ptr<int64_t>(),
-            static_cast<float>(scale), reinterpret_cast<T*>(out.data_ptr()), ap);
+        // What the launch writes goes through data_ptr() (q only with RoPE, the caches only with an append).
+        auto ptr = [](const at::Tensor& t, bool written) {
+            return written ? reinterpret_cast<T*>(t.data_ptr()) : const_cast<T*>(reinterpret_cast<const T*>(t.const_data_ptr()));
+        };
+        cuda::launch_pdl(kernel, dim3(static_cast<unsigned>(N * H)), dim3(kAttnThreads), smem, at::cuda::getCurrentCUDAStream(),
+                         ptr(q, append && inv_freq.defined()), view_of(q), ptr(k_cache, append), ptr(v_cache, append), H, M,
+                         static_cast<int>(hd), pos.const_data_ptr<int64_t>(), static_cast<float>(scale),
+                         reinterpret_cast<T*>(out.data_ptr()), ap);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     return out;

@@ -66,6 +66,9 @@ at::Tensor draw_token(const at::Tensor& probs, const at::Tensor& noise, const at
 at::Tensor top_p_draw_composite(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise,
                                 const at::Tensor& hist, const at::Tensor& pos, const at::Tensor& probs_out) {
     check_top_p(logits);
+    if (probs_out.defined() && (probs_out.sizes() != logits.sizes() || probs_out.scalar_type() != c10::kFloat)) {
+        fail(Status::kInternal, "top_p_draw: probs_out must be fp32 [N, V]");
+    }
     const at::Tensor probs = top_p_probs(logits / temperature, top_p);
     if (probs_out.defined()) probs_out.copy_(probs);
     return draw_token(probs, noise, hist, pos);

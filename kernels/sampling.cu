@@ -2,6 +2,7 @@
 // the sorted row, one chunk per thread, then a block scan of the chunk sums).
 #include "kernels/sampling.h"
 
+#include <ATen/TensorOperators.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sort.h>
@@ -178,11 +179,10 @@ struct Draw {  // top_p_fused_kernel's optional draw from its own probabilities 
 // filters it: one launch instead of at::sort's copies and radix sort plus the filter. Element e = t + r * 1024
 // lives in register r of thread t: strides below 32 are warp shuffles, strides of 1024 and more swap
 // registers, the others go through shared memory (two barriers each).
-// The logits are scaled by inv_t as they are loaded (1: unchanged); with a draw (dr.tok set) the block then
-// draws the row's token from the probabilities it wrote.
+// With a draw (dr.tok set) the block then draws the row's token from the probabilities it wrote.
 template <int R>
 __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out,
-                                                                   int64_t V, float top_p, float inv_t, Draw dr) {
+                                                                   int64_t V, float top_p, Draw dr) {
     constexpr int P2 = R * kTopPThreads;
     __shared__ float key_s[P2];
     __shared__ int id_s[P2];
@@ -190,6 +190,8 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
     // the filter reads it from global memory).
     constexpr bool kStage = R <= 2;
     __shared__ float noise_s[kStage ? P2 : 1];
+    cuda::pdl_trigger();
+    cuda::pdl_wait();  // the logits, noise and outputs belong to earlier kernels
     const int64_t r = blockIdx.x;
     const int t = threadIdx.x;
     float key[R];
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
 #pragma unroll
     for (int q = 0; q < R; ++q) {
         const int e = t + q * kTopPThreads;
-        key[q] = e < V ? logits[r * V + e] * inv_t : -INFINITY;
+        key[q] = e < V ? logits[r * V + e] : -INFINITY;
         id[q] = e;
         if (kStage && dr.tok && e < V) noise_s[e] = dr.noise[r * V + e];
     }
@@ -251,21 +253,15 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
 namespace {
 
 // The fused sort + filter (+ draw) for V <= kMaxFusedVocab rows.
-void launch_fused(const at::Tensor& logits, const at::Tensor& out, double top_p, float inv_t, const Draw& dr) {
+void launch_fused(const at::Tensor& logits, const at::Tensor& out, double top_p, const Draw& dr) {
     const int64_t N = logits.size(0), V = logits.size(1);
     const float tp = static_cast<float>(top_p);
     const unsigned grid = static_cast<unsigned>(N);
     auto stream = at::cuda::getCurrentCUDAStream();
     const float* lp = logits.const_data_ptr<float>();
     float* op = out.data_ptr<float>();
-    if (V <= kTopPThreads) {
-        top_p_fused_kernel<1><<<grid, kTopPThreads, 0, stream>>>(lp, op, V, tp, inv_t, dr);
-    } else if (V <= 2 * kTopPThreads) {
-        top_p_fused_kernel<2><<<grid, kTopPThreads, 0, stream>>>(lp, op, V, tp, inv_t, dr);
-    } else {
-        top_p_fused_kernel<4><<<grid, kTopPThreads, 0, stream>>>(lp, op, V, tp, inv_t, dr);
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    auto kernel = V <= kTopPThreads ? top_p_fused_kernel<1> : (V <= 2 * kTopPThreads ? top_p_fused_kernel<2> : top_p_fused_kernel<4>);
+    cuda::launch_pdl(kernel, dim3(grid), dim3(kTopPThreads), 0, stream, lp, op, V, tp, dr);
 }
 
 }  // namespace
@@ -279,7 +275,7 @@ at::Tensor top_p_probs_cuda(const at::Tensor& logits, double top_p) {
     if (N == 0 || V == 0) return out;
     if (N > INT32_MAX) fail(Status::kInvalidArgument, "top_p_probs: too many rows");
     if (V <= kMaxFusedVocab) {
-        launch_fused(logits, out, top_p, 1.f, Draw{});
+        launch_fused(logits, out, top_p, Draw{});
         return out;
     }
     auto [sorted, idx] = at::sort(logits, -1, /*descending=*/true);
@@ -293,13 +289,15 @@ at::Tensor top_p_draw_cuda(const at::Tensor& logits, double temperature, double 
                            const at::Tensor& pos, const at::Tensor& probs_out) {
     check_top_p(logits);
     const int64_t N = logits.size(0), V = logits.size(1);
+    if (probs_out.defined() && (probs_out.sizes() != logits.sizes() || !probs_out.is_contiguous() ||
+                                probs_out.scalar_type() != c10::kFloat || probs_out.device() != logits.device() ||
+                                probs_out.data_ptr() == logits.data_ptr())) {
+        fail(Status::kInternal, "top_p_draw: probs_out must be contiguous fp32 [N, V] on the logits' device, apart from them");
+    }
     if (V > kMaxFusedVocab || V == 0 || N == 0) return top_p_draw_composite(logits, temperature, top_p, noise, hist, pos, probs_out);
     if (N > INT32_MAX) fail(Status::kInvalidArgument, "top_p_draw: too many rows");
     c10::cuda::CUDAGuard guard(logits.device());
-    const bool own = probs_out.defined() && probs_out.sizes() == logits.sizes() && probs_out.is_contiguous() &&
-                     probs_out.scalar_type() == c10::kFloat && probs_out.device() == logits.device();
-    if (probs_out.defined() && !own) fail(Status::kInternal, "top_p_draw: probs_out must be contiguous fp32 [N, V] on the logits' device");
-    const at::Tensor probs = own ? probs_out : at::empty({N, V}, logits.options());
+    const at::Tensor probs = probs_out.defined() ? probs_out : at::empty({N, V}, logits.options());
     check_draw(probs, noise, hist, pos);
     at::Tensor tok = at::empty({N, 1}, logits.options().dtype(at::kLong));
     Draw dr;
@@ -311,8 +309,9 @@ at::Tensor top_p_draw_cuda(const at::Tensor& logits, double temperature, double 
         dr.hist_len = hist.size(1);
         dr.pos = pos.const_data_ptr<int64_t>();
     }
-    // As ATen's CUDA division by a scalar: multiply by the reciprocal, taken in double and rounded to fp32.
-    launch_fused(logits, probs, top_p, static_cast<float>(1.0 / temperature), dr);
+    // The temperature through ATen's own division (its rounding of the reciprocal is its own business); at 1 the
+    // division is the identity and is skipped.
+    launch_fused(temperature == 1.0 ? logits : (logits / temperature).contiguous(), probs, top_p, dr);
     return tok;
 }
 

@@ -17,11 +17,11 @@
 //   at::multinomial(probs, 1) computes from the same noise. When `hist` ([N, L] int64) is defined, the
 //   token is also written to hist[n, pos[0] + 1] (pos: int64 [1] on the device; a column outside hist is not
 //   written by the CUDA path and refused by the CPU path).
-// top_p_draw(logits [N, V] fp32, temperature, top_p, noise, hist, pos, probs_out) -> [N, 1] int64: the two
-//   above on logits / temperature in one launch on CUDA (V <= 4096; otherwise the separate calls), i.e.
-//   draw_token(top_p_probs(logits / temperature, top_p), noise, hist, pos). The division is the one ATen does
-//   on the tensor's device (on CUDA: logits * float(1 / temperature), the reciprocal taken in double).
-//   `probs_out` ([N, V] fp32), when defined, receives the filtered probabilities.
+// top_p_draw(logits [N, V] fp32, temperature, top_p, noise, hist, pos, probs_out) -> [N, 1] int64:
+//   draw_token(top_p_probs(logits / temperature, top_p), noise, hist, pos), the filter and the draw in one
+//   launch on CUDA (V <= 4096; otherwise the separate calls). The division is ATen's (one more launch, skipped
+//   at temperature 1). `probs_out` ([N, V] fp32 contiguous, not the logits), when defined, receives the
+//   filtered probabilities.
 //
 // CPU paths (the ATen composites) always; CUDA paths when built with CUDA kernels (top_p_probs: V <= 65536).
 // The *_cpu functions are plain ATen and run on any device: Kronos eager mode samples through them on CUDA too.

@@ -45,7 +45,8 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
     auto same = [&](const at::Tensor& t) {
         return !t.defined() || (t.is_contiguous() && t.scalar_type() == w.scalar_type() && t.device() == w.device());
     };
-    if (x.is_cuda() && skinny_linear_fits(x, w) && same(b) && same(o.norm_weight) && same(o.residual) &&
+    const bool norm_aligned = !o.norm_weight.defined() || reinterpret_cast<uintptr_t>(o.norm_weight.const_data_ptr()) % 16 == 0;
+    if (x.is_cuda() && skinny_linear_fits(x, w) && same(b) && same(o.norm_weight) && norm_aligned && same(o.residual) &&
         !(o.swiglu && (o.residual.defined() || w.size(0) % 2 != 0))) {
         return skinny_linear_cuda(x, w, b, o);
     }

@@ -52,7 +52,23 @@ __global__ void __launch_bounds__(kWarps * 32)
     // (x's few rows are read by every warp and stay in L1), so one launch costs about one memory round trip.
     constexpr bool kScaleAfter = NORM && std::is_same_v<T, float>;
     constexpr bool kRowStats = NORM && !kScaleAfter;
+    cuda::pdl_trigger();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wi = blockIdx.x * kWarps + warp, half = N / 2;
+    const bool active = wi < (GLU ? half : (N + kCols - 1) / kCols);
+    int col[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) col[c] = GLU ? wi + c * half : wi * kCols + c;
+    if (active) {  // the weights are constant: fetch this warp's rows into L2 while the previous kernel finishes
+        const int lines = static_cast<int>((static_cast<int64_t>(K) * sizeof(T) + 127) / 128);
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+            if (col[c] >= N) continue;
+            const char* row = reinterpret_cast<const char*>(w + static_cast<int64_t>(col[c]) * K);
+            for (int i = lane; i < lines; i += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + static_cast<int64_t>(i) * 128));
+        }
+    }
+    cuda::pdl_wait();  // x, the residual and out belong to earlier kernels
     __shared__ float inv_rms[kRowStats ? MR : 1];
     if constexpr (kRowStats) {
         for (int m = warp; m < M; m += kWarps) {  // a warp per row: fp32 sum of squares, fixed order
@@ -68,11 +84,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         __syncthreads();
     }
-    const int wi = blockIdx.x * kWarps + warp, half = N / 2;
-    if (wi >= (GLU ? half : (N + kCols - 1) / kCols)) return;
-    int col[kCols];
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) col[c] = GLU ? wi + c * half : wi * kCols + c;
+    if (!active) return;
     float acc[kCols][MR], ss[MR];
 #pragma unroll
     for (int m = 0; m < MR; ++m) {
@@ -156,9 +168,10 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
                                t.device() != w.device());
     };
     if (!skinny_linear_fits(x, w) || (o.swiglu && (o.residual.defined() || w.size(0) % 2 != 0)) || bad(b, {w.size(0)}) ||
-        bad(o.norm_weight, {w.size(1)}) || bad(o.residual, {x.size(0), w.size(0)})) {
+        bad(o.norm_weight, {w.size(1)}) || bad(o.residual, {x.size(0), w.size(0)}) ||
+        (o.norm_weight.defined() && reinterpret_cast<uintptr_t>(o.norm_weight.const_data_ptr()) % 16 != 0)) {
         fail(Status::kInternal, "skinny_linear: x [M <= 16, K % 8 == 0], w [N, K] 16-byte aligned (N even with swiglu, then no "
-                                "residual), b [N], norm weight [K], residual [M, N]: contiguous, one dtype and device");
+                                "residual), b [N], norm weight [K] 16-byte aligned, residual [M, N]: contiguous, one dtype and device");
     }
     c10::cuda::CUDAGuard guard(x.device());
     const int M = static_cast<int>(x.size(0)), K = static_cast<int>(w.size(1)), N = static_cast<int>(w.size(0));
@@ -177,17 +190,15 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
         auto launch = [&](auto mr) {
             constexpr int MR = decltype(mr)::value;
             const int threads = kWarps * 32;
-            if (norm && o.swiglu) skinny_kernel<T, MR, true, true><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
-            else if (norm) skinny_kernel<T, MR, true, false><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
-            else if (o.swiglu) skinny_kernel<T, MR, false, true><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
-            else skinny_kernel<T, MR, false, false><<<blocks, threads, 0, stream>>>(xp, wp, bp, gp, eps, rp, op, M, K, N);
+            auto kernel = norm ? (o.swiglu ? skinny_kernel<T, MR, true, true> : skinny_kernel<T, MR, true, false>)
+                               : (o.swiglu ? skinny_kernel<T, MR, false, true> : skinny_kernel<T, MR, false, false>);
+            cuda::launch_pdl(kernel, dim3(blocks), dim3(threads), 0, stream, xp, wp, bp, gp, eps, rp, op, M, K, N);
         };
         if (M <= 1) launch(std::integral_constant<int, 1>{});
         else if (M <= 2) launch(std::integral_constant<int, 2>{});
         else if (M <= 4) launch(std::integral_constant<int, 4>{});
         else if (M <= 8) launch(std::integral_constant<int, 8>{});
         else launch(std::integral_constant<int, 16>{});
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     return out;
 }

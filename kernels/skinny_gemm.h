@@ -18,8 +18,9 @@
 //                    with swiglu.
 //
 // skinny_linear_fits(x, w): whether the CUDA path takes these shapes (M <= 16, K a multiple of 8, x and w
-// contiguous and 16-byte aligned); `skinny_linear` falls back to the unfused ATen / kernels ops otherwise,
-// and on CPU.
+// contiguous and 16-byte aligned); `skinny_linear` falls back to the unfused ATen / kernels ops otherwise (also
+// for a norm weight that is not 16-byte aligned), and on CPU. The CUDA path is a programmatic dependent launch
+// (kernels/cuda_util.cuh): it fetches its weight rows into L2 while the previous kernel finishes.
 #pragma once
 
 #include <ATen/core/Tensor.h>

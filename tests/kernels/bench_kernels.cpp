@@ -1,7 +1,8 @@
 // Microbenchmark of cutenative's CUDA kernels against the ATen composites they replace in the Chronos-2
 // pass (the eager code of core/models/chronos2/chronos2_forward.cpp, op for op). Each op is captured
 // `kReps` times into one CUDA graph, so launch overhead is out and the GPU time per op is measured with
-// CUDA events: median of 15 replays after 3 warm-up replays. Bandwidth = bytes the op must move (inputs
+// CUDA events: median of 15 replays after 3 warm-up replays. A second table times the Kronos decode step's
+// launches one by one (docs/benchmarks.md). Bandwidth = bytes the op must move (inputs
 // read once, outputs written once) / time, against the device's measured copy bandwidth
 // (cudaMemcpyAsync device to device, 1 GiB, read + write counted).
 //   cn_bench_kernels            # prints a Markdown table
@@ -23,6 +24,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/nan_to_num.h>
 #include <ATen/ops/nanmean.h>
@@ -32,6 +34,7 @@
 #include <ATen/ops/rand.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/sinh.h>
+#include <ATen/ops/softmax.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAStream.h>
@@ -39,8 +42,11 @@
 #include <cuda_runtime.h>
 
 #include "kernels/chronos2_io.h"
+#include "kernels/kv_cache.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "kernels/skinny_gemm.h"
 
 namespace {
 
@@ -165,6 +171,64 @@ struct Row {
     double aten_us, ours_us, bytes;
 };
 
+// The Kronos decode step's launches (Kronos-small shapes, B=2, fp32) one by one, each in a graph of kReps
+// dependent launches: what one launch costs on the GPU, next to a one-element ATen add (the floor of a launch
+// in a graph) and the bytes it must move.
+void decode_table() {
+    const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
+    struct D {
+        std::string op;
+        double us, bytes;
+    };
+    std::vector<D> rows;
+    at::Tensor one = at::zeros({1}, f32);
+    rows.push_back({"ATen add_ on one element (floor)", time_us([&] { one.add_(1); }), 8});
+    const int64_t N = 2, d = 512, F = 1024, H = 8, hd = 64, M = 512, V = 1024;
+    const at::Tensor x = at::randn({N, d}, f32), g = at::rand({d}, f32) + 0.5, res = at::randn({N, d}, f32);
+    const at::Tensor wqkv = at::randn({3 * d, d}, f32) * 0.05, w13 = at::randn({2 * F, d}, f32) * 0.05, w2 = at::randn({d, F}, f32) * 0.05;
+    const at::Tensor h = at::randn({N, F}, f32);
+    cn::kernels::SkinnyOptions norm, glu, plus;
+    norm.norm_weight = g;
+    glu.norm_weight = g;
+    glu.swiglu = true;
+    plus.residual = res;
+    rows.push_back({"rms_norm [2, 512]", time_us([&] { cn::kernels::rms_norm(x, g, 1e-5); }), 2.0 * N * d * 4});
+    rows.push_back({"at::linear 2x512 -> 1536 (cuBLAS)", time_us([&] { at::linear(x, wqkv); }), 4.0 * 3 * d * d});
+    rows.push_back({"skinny 2x512 -> 1536", time_us([&] { cn::kernels::skinny_linear(x, wqkv, {}); }), 4.0 * 3 * d * d});
+    rows.push_back({"skinny 2x512 -> 1536, norm before", time_us([&] { cn::kernels::skinny_linear(x, wqkv, {}, norm); }), 4.0 * 3 * d * d});
+    rows.push_back({"skinny 2x512 -> 2048 -> SwiGLU 1024, norm before", time_us([&] { cn::kernels::skinny_linear(x, w13, {}, glu); }),
+                    4.0 * 2 * F * d});
+    rows.push_back({"skinny 2x1024 -> 512, residual after", time_us([&] { cn::kernels::skinny_linear(h, w2, {}, plus); }), 4.0 * F * d});
+    const at::Tensor qkv = at::randn({N, 3, H, hd}, f32), inv = at::rand({hd / 2}, f32) * 0.5;
+    at::Tensor kc = at::randn({N, H, M, hd}, f32), vc = at::randn({N, H, M, hd}, f32);
+    for (int64_t p : {int64_t{0}, int64_t{79}, int64_t{511}}) {
+        const at::Tensor pos = at::full({1}, p, f32.dtype(at::kLong));
+        const double kv_bytes = 2.0 * N * H * (p + 1) * hd * 4;
+        rows.push_back({"decode_attention, " + std::to_string(p + 1) + " rows",
+                        time_us([&] { cn::kernels::decode_attention(qkv.select(1, 0), kc, vc, pos, 0.125); }), kv_bytes});
+        rows.push_back({"rope_kv_append_ + decode_attention (2 launches), " + std::to_string(p + 1) + " rows", time_us([&] {
+                            cn::kernels::rope_kv_append_(qkv.select(1, 0), qkv.select(1, 1), qkv.select(1, 2), kc, vc, pos, inv);
+                            cn::kernels::decode_attention(qkv.select(1, 0), kc, vc, pos, 0.125);
+                        }),
+                        kv_bytes});
+        rows.push_back({"decode_attention_append, " + std::to_string(p + 1) + " rows", time_us([&] {
+                            cn::kernels::decode_attention_append(qkv.select(1, 0), qkv.select(1, 1), qkv.select(1, 2), kc, vc, pos, inv, 0.125);
+                        }),
+                        kv_bytes});
+    }
+    const at::Tensor logits = at::randn({N, V}, f32) * 3, noise = at::rand({N, V}, f32) + 0.1;
+    const at::Tensor probs = at::softmax(logits, -1), hist = at::zeros({N, M + 1}, f32.dtype(at::kLong));
+    const at::Tensor pos = at::full({1}, 70, f32.dtype(at::kLong));
+    rows.push_back({"exponential_ noise [2, 1024]", time_us([&] { at::empty({N, V}, f32).exponential_(1); }), 8.0 * N * V});
+    rows.push_back({"top_p_probs [2, 1024]", time_us([&] { cn::kernels::top_p_probs(logits, 0.9); }), 8.0 * N * V});
+    rows.push_back({"draw_token [2, 1024]", time_us([&] { cn::kernels::draw_token(probs, noise, hist, pos); }), 8.0 * N * V});
+    rows.push_back({"top_p_draw [2, 1024] (filter + draw)", time_us([&] { cn::kernels::top_p_draw(logits, 1.0, 0.9, noise, hist, pos); }),
+                    12.0 * N * V});
+    std::printf("\n| Kronos decode-step launch (B=2, fp32, Kronos-small shapes) | µs per launch in a graph | bytes it must move |\n");
+    std::printf("|---|---:|---:|\n");
+    for (const auto& r : rows) std::printf("| %s | %.2f | %.0f |\n", r.op.c_str(), r.us, r.bytes);
+}
+
 }  // namespace
 
 int main() {
@@ -236,5 +300,6 @@ int main() {
         std::printf("| %s | %s | %s | %.2f | %.2f | %.1fx | %.0f | %.1f%% |\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(),
                     r.aten_us, r.ours_us, r.aten_us / r.ours_us, gbs, 100.0 * gbs / copy_gbs);
     }
+    decode_table();
     return 0;
 }

@@ -1,6 +1,8 @@
 // GPU (ctest label "gpu"): the CUDA paths of the decode-step kernels against fp64 references and against
 // their CPU paths, outputs poisoned where the kernel allocates none; the CUDA draw equals at::multinomial's
 // with the same CUDA seed. Skips without CUDA.
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include <ATen/Context.h>
@@ -243,8 +245,10 @@ TEST(SkinnyGemmGpu, NormResidualAndSwigluMatchTheUnfusedOps) {
     REQUIRE_CUDA();
     at::manual_seed(23);
     for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
-        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 8}, {16, 256, 64}, {5, 512, 2048}}) {
+        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 8}, {16, 256, 64}, {5, 512, 2048},
+                               {4, 64, 7}}) {
             for (int mode = 0; mode < 5; ++mode) {  // 0 norm, 1 norm + residual, 2 norm + swiglu, 3 swiglu, 4 residual
+                if (N % 2 != 0 && (mode == 2 || mode == 3)) continue;  // swiglu needs [w1 | w3] halves
                 cn::kernels::SkinnyOptions o;
                 const at::Tensor x = (at::randn({M, K}) * 2).to(dt).cuda();
                 const at::Tensor w = (at::randn({N, K}) * 0.05).to(dt).cuda(), b = at::randn({N}).to(dt).cuda();
@@ -277,6 +281,11 @@ TEST(SkinnyGemmGpu, NormResidualAndSwigluMatchTheUnfusedOps) {
     both.residual = at::zeros({2, 8}).cuda();
     both.swiglu = true;
     EXPECT_THROW(cn::kernels::skinny_linear(x, w, {}, both), cn::Error);
+    // A norm weight off 16-byte alignment is taken by the composite (the CUDA path refuses it).
+    cn::kernels::SkinnyOptions off;
+    off.norm_weight = at::rand({65}).cuda().narrow(0, 1, 64);
+    EXPECT_THROW(cn::kernels::skinny_linear_cuda(x, w, {}, off), cn::Error);
+    EXPECT_TRUE(at::equal(cn::kernels::skinny_linear(x, w, {}, off), cn::kernels::skinny_linear_composite(x, w, {}, off)));
 }
 
 // One launch (append, then attention) equals the two launches bit for bit: caches, rotated q and the output.
@@ -305,6 +314,17 @@ TEST(KvCacheGpu, AttentionWithAppendEqualsAppendThenAttention) {
                     EXPECT_TRUE(at::equal(kc2, kc1)) << what;
                     EXPECT_TRUE(at::equal(vc2, vc1)) << what;
                     EXPECT_TRUE(at::equal(qkv2, qkv1)) << what;
+                    // A NaN key row (a broken forward pass) makes that head's output NaN, as the softmax does.
+                    if (p > 0 && rope) {
+                        at::Tensor kc4 = kc1.clone();
+                        kc4[1][2][p / 2][3] = std::numeric_limits<float>::quiet_NaN();
+                        at::Tensor qkv4 = qkv.clone(), vc4 = vc1.clone();
+                        const at::Tensor o4 = cn::kernels::decode_attention_append(qkv4.select(1, 0), qkv4.select(1, 1), qkv4.select(1, 2),
+                                                                                   kc4, vc4, pos, inv, scale).cpu();
+                        EXPECT_TRUE(at::isnan(o4[1].narrow(0, 2 * hd, hd)).all().item<bool>()) << what << " NaN row";
+                        EXPECT_FALSE(at::isnan(o4[0]).any().item<bool>()) << what << " other rows";
+                        EXPECT_FALSE(at::isnan(o4[1].narrow(0, 0, hd)).any().item<bool>()) << what << " other heads";
+                    }
                     // And the CPU composite agrees within the rounding of its sums.
                     at::Tensor qkv3 = qkv.cpu(), kc3 = kc.cpu(), vc3 = vc.cpu();
                     const at::Tensor cpu = cn::kernels::decode_attention_append(qkv3.select(1, 0), qkv3.select(1, 1), qkv3.select(1, 2), kc3,
@@ -316,13 +336,15 @@ TEST(KvCacheGpu, AttentionWithAppendEqualsAppendThenAttention) {
     }
 }
 
-// The fused top-p + draw: its probabilities are top_p_probs of ATen's own CUDA division by the temperature, bit
-// for bit (so the reciprocal's rounding is ATen's), its token the draw from them; past 4096 it composes.
+// The fused top-p + draw: its probabilities are top_p_probs of ATen's CUDA division by the temperature, bit for
+// bit, its token the draw from them (noise staged in shared memory up to 2048 entries, read from global memory
+// up to 4096); past 4096 it composes. Temperatures whose fp32 reciprocal rounds differently in fp32 and in
+// double (1.1, 0.85, 0.55) are among them.
 TEST(SamplingGpu, TopPDrawEqualsFilterThenDraw) {
     REQUIRE_CUDA();
     at::manual_seed(31);
-    for (int64_t V : {1024, 1000, 3000, 5000}) {
-        for (double temperature : {1.0, 0.7, 1.3, 0.01}) {
+    for (int64_t V : {1024, 1000, 2000, 3000, 5000}) {
+        for (double temperature : {1.0, 0.7, 1.3, 0.01, 1.1, 0.85, 0.55}) {
             for (double top_p : {0.9, 0.5}) {
                 const at::Tensor logits = (at::randn({5, V}) * 3).cuda();
                 auto g = at::cuda::detail::createCUDAGenerator(0);

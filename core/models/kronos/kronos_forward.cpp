@@ -111,7 +111,7 @@ void block_kernels(const Block& b, at::Tensor& x, at::Tensor& delta, int64_t pos
     const int64_t B = x.size(0), L = x.size(1), d = x.size(2), H = b.heads, hd = d / H, F = b.w2.size(1);
     const at::Tensor n = delta.defined() ? kernels::add_rms_norm(x, delta, b.norm1, 1e-5) : kernels::rms_norm(x, b.norm1, 1e-5);
     const at::Tensor qkv = at::linear(n, b.qkv.w, b.qkv.b).view({B, L, 3, H, hd});
-    kernels::rope_(qkv.narrow(2, 0, 2).flatten(2, 3), b.inv_freq, pos0);  // q and k: [B, L, 2H, hd]
+    kernels::rope_(qkv.view({B, L, 3 * H, hd}).narrow(2, 0, 2 * H), b.inv_freq, pos0);  // q and k in place: [B, L, 2H, hd]
     const at::Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2), v = qkv.select(2, 2).transpose(1, 2);
     at::Tensor a;
     if (k_cache.defined()) {

@@ -464,6 +464,11 @@ private:
         // every mode on CPU, the reference's ops.
         const Path path = mode() != CN_MODE_EAGER && !pw_.blocks.empty() && pw_.blocks[0].qkv.w.defined() ? Path::kKernels
                                                                                                        : Path::kReference;
+        // The draw of each step: the reference's ops in eager mode, the kernels' (as graph mode's) otherwise.
+        auto sample = [&](const at::Tensor& logits) {
+            return path == Path::kKernels ? sample_kernels(logits, req.temperature, req.top_k, req.top_p, gen)
+                                          : sample_from_logits(logits, req.temperature, req.top_k, req.top_p, gen);
+        };
         at::Tensor all1, all2;  // [N, T0 + P] tokens of the history and the forecast
         at::Tensor z_dev;       // decoded candles of the last window [N, Lw, 6]
 #ifdef CN_WITH_CUDA
@@ -535,8 +540,8 @@ private:
                     auto [logits1, last] = decode_s1_cached(cfg_.pred, pw_, all1.slice(1, from, cur).contiguous(),
                                                             all2.slice(1, from, cur).contiguous(),
                                                             full_stamp.slice(1, from, cur).contiguous(), cache, M, path);
-                    s1 = sample_from_logits(logits1, req.temperature, req.top_k, req.top_p, gen);
-                    s2 = sample_from_logits(decode_s2_cached(cfg_.pred, pw_, last, s1, cache), req.temperature, req.top_k, req.top_p, gen);
+                    s1 = sample(logits1);
+                    s2 = sample(decode_s2_cached(cfg_.pred, pw_, last, s1, cache));
 #ifdef CN_WITH_CUDA
                 } else if (slide && start > 0) {
                     // A full window (cur - start == M rows): the captured recompute on the window's buffers.
@@ -551,9 +556,9 @@ private:
                     const at::Tensor in1 = all1.slice(1, start, cur).contiguous(), in2 = all2.slice(1, start, cur).contiguous();
                     const at::Tensor st = full_stamp.slice(1, start, cur).contiguous();
                     auto [logits1, context] = decode_s1(cfg_.pred, pw_, in1, in2, st, path);
-                    s1 = sample_from_logits(logits1.select(1, -1), req.temperature, req.top_k, req.top_p, gen);
+                    s1 = sample(logits1.select(1, -1).contiguous());
                     const at::Tensor logits2 = decode_s2(cfg_.pred, pw_, context, s1).select(1, -1);
-                    s2 = sample_from_logits(logits2, req.temperature, req.top_k, req.top_p, gen);
+                    s2 = sample(logits2.contiguous());
                 }
                 all1.select(1, cur).copy_(s1.squeeze(-1));
                 all2.select(1, cur).copy_(s2.squeeze(-1));
