@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -85,6 +86,16 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// Whether launch_pdl allows early starts: yes unless the environment sets CN_PDL=0 (read once; for measuring
+// the difference: the kernels are correct either way).
+inline bool pdl_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("CN_PDL");
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
+
 // Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation allowed (see
 // pdl_wait); in a captured graph the dependency becomes a programmatic edge.
 template <class... Params, class... Args>
@@ -98,7 +109,7 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = pdl_enabled() ? 1 : 0;
     const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
     if (err != cudaSuccess) ::cn::fail(::cn::Status::kInternal, std::string("kernel launch: ") + cudaGetErrorString(err));
 }
