@@ -137,20 +137,29 @@ __global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __
 
 constexpr int kMaxFusedVocab = 4096;
 
-// a before b in the sorted order: larger value first, NaN before everything (as ATen's descending sort puts it),
-// equal values (and NaNs) in index order: a strict total order, so both sides of an exchange agree.
-__device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) {
-    const bool na = isnan(ka), nb = isnan(kb);
-    if (na || nb) return na && (!nb || ia < ib);
-    return ka > kb || (ka == kb && ia < ib);
+// The sort's order as one 64-bit unsigned key, smaller first: larger value first, NaN before everything (as
+// ATen's descending sort puts it), -0 equal to +0, equal values (and NaNs) in index order. One integer compare
+// per exchange instead of a float comparison with its NaN and tie cases.
+__device__ __forceinline__ unsigned long long sort_key(float x, int i) {
+    unsigned int k = 0u;  // NaN
+    if (!isnan(x)) {
+        const unsigned int b = __float_as_uint(x == 0.f ? 0.f : x);
+        k = ~((b & 0x80000000u) ? ~b : (b | 0x80000000u));  // the bits' ascending order of x, reversed (never 0)
+    }
+    return (static_cast<unsigned long long>(k) << 32) | static_cast<unsigned int>(i);
 }
+__device__ __forceinline__ float key_value(unsigned long long c) {
+    const unsigned int k = static_cast<unsigned int>(c >> 32);
+    if (k == 0u) return NAN;
+    const unsigned int a = ~k;
+    return __uint_as_float((a & 0x80000000u) ? (a & 0x7fffffffu) : ~a);
+}
+__device__ __forceinline__ int key_index(unsigned long long c) { return static_cast<int>(static_cast<unsigned int>(c)); }
 
-// Keeps (k, i) or the partner (pk, pi) at position `pos` of a bitonic compare-exchange with `partner_pos`:
-// within a block of the network sorted "up" the lower position takes the element that comes first.
-__device__ __forceinline__ void exchange(float& k, int& i, float pk, int pi, int pos, int partner_pos, bool up) {
-    const bool want_first = (pos < partner_pos) == up;
-    const bool mine_first = before(k, i, pk, pi);
-    if (want_first != mine_first) k = pk, i = pi;
+// A bitonic compare-exchange at position `pos` with `partner_pos`: within a block of the network sorted "up" the
+// lower position keeps the smaller key.
+__device__ __forceinline__ void exchange(unsigned long long& c, unsigned long long pc, int pos, int partner_pos, bool up) {
+    c = ((pos < partner_pos) == up) ? (c < pc ? c : pc) : (c < pc ? pc : c);
 }
 
 // Row r's draw argmax_i probs_i / noise_i by the whole block (any size up to 1024); thread 0 writes the token.
@@ -184,8 +193,10 @@ template <int R>
 __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out,
                                                                    int64_t V, float top_p, Draw dr) {
     constexpr int P2 = R * kTopPThreads;
-    __shared__ float key_s[P2];
-    __shared__ int id_s[P2];
+    // The exchange buffer of the sort; after it, the sorted values (first half of its bytes) and their indices.
+    __shared__ unsigned long long comp_s[P2];
+    float* key_s = reinterpret_cast<float*>(comp_s);
+    int* id_s = reinterpret_cast<int*>(comp_s + P2 / 2);
     // With a draw, the row's noise is staged in shared memory while the row sorts (up to 2048 entries; beyond,
     // the filter reads it from global memory).
     constexpr bool kStage = R <= 2;
@@ -194,13 +205,11 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
     cuda::pdl_wait();  // the logits, noise and outputs belong to earlier kernels
     const int64_t r = blockIdx.x;
     const int t = threadIdx.x;
-    float key[R];
-    int id[R];
+    unsigned long long c[R];
 #pragma unroll
     for (int q = 0; q < R; ++q) {
         const int e = t + q * kTopPThreads;
-        key[q] = e < V ? logits[r * V + e] : -INFINITY;
-        id[q] = e;
+        c[q] = sort_key(e < V ? logits[r * V + e] : -INFINITY, e);
         if (kStage && dr.tok && e < V) noise_s[e] = dr.noise[r * V + e];
     }
     for (int k = 2; k <= P2; k <<= 1) {
@@ -212,35 +221,33 @@ __global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* 
                     const int qp = q ^ qj;
                     if (qp > q) {
                         const int e = t + q * kTopPThreads, ep = t + qp * kTopPThreads;
-                        float k0 = key[q], k1 = key[qp];
-                        int i0 = id[q], i1 = id[qp];
-                        exchange(key[q], id[q], k1, i1, e, ep, (e & k) == 0);
-                        exchange(key[qp], id[qp], k0, i0, ep, e, (ep & k) == 0);
+                        const unsigned long long c0 = c[q], c1 = c[qp];
+                        exchange(c[q], c1, e, ep, (e & k) == 0);
+                        exchange(c[qp], c0, ep, e, (ep & k) == 0);
                     }
                 }
             } else if (j >= 32) {
 #pragma unroll
-                for (int q = 0; q < R; ++q) key_s[t + q * kTopPThreads] = key[q], id_s[t + q * kTopPThreads] = id[q];
+                for (int q = 0; q < R; ++q) comp_s[t + q * kTopPThreads] = c[q];
                 __syncthreads();
 #pragma unroll
                 for (int q = 0; q < R; ++q) {
                     const int e = t + q * kTopPThreads, ep = e ^ j;
-                    exchange(key[q], id[q], key_s[ep], id_s[ep], e, ep, (e & k) == 0);
+                    exchange(c[q], comp_s[ep], e, ep, (e & k) == 0);
                 }
                 __syncthreads();
             } else {
 #pragma unroll
                 for (int q = 0; q < R; ++q) {
                     const int e = t + q * kTopPThreads, ep = e ^ j;
-                    const float pk = __shfl_xor_sync(0xffffffffu, key[q], j);
-                    const int pi = __shfl_xor_sync(0xffffffffu, id[q], j);
-                    exchange(key[q], id[q], pk, pi, e, ep, (e & k) == 0);
+                    exchange(c[q], __shfl_xor_sync(0xffffffffu, c[q], j), e, ep, (e & k) == 0);
                 }
             }
         }
     }
+    __syncthreads();  // every exchange through comp_s is done before it becomes key_s / id_s
 #pragma unroll
-    for (int q = 0; q < R; ++q) key_s[t + q * kTopPThreads] = key[q], id_s[t + q * kTopPThreads] = id[q];
+    for (int q = 0; q < R; ++q) key_s[t + q * kTopPThreads] = key_value(c[q]), id_s[t + q * kTopPThreads] = key_index(c[q]);
     __syncthreads();
     // (noise_s was written before the barriers of the sort, so it is visible to every thread here.)
     const float* noise = dr.tok ? (kStage ? noise_s : dr.noise + r * V) : nullptr;
