@@ -23,6 +23,8 @@ template <class T>
 __global__ void token_embed_kernel(const int64_t* __restrict__ h1, const int64_t* __restrict__ h2, int64_t L,
                                    const int64_t* __restrict__ pos, const T* __restrict__ e1, int64_t V1, const T* __restrict__ e2,
                                    int64_t V2, int64_t d, float scale, T* __restrict__ out, int64_t total) {
+    cuda::pdl_trigger();
+    cuda::pdl_wait();  // the history, stamps, position and x belong to earlier kernels
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (t >= total) return;
     const int64_t n = t / (2 * d), c = t % (2 * d), p = clamp_index(*pos, L);
@@ -41,6 +43,8 @@ struct TimeTables {
 template <class T>
 __global__ void add_time_kernel(T* __restrict__ x, const float* __restrict__ stamps, int64_t L, const int64_t* __restrict__ pos,
                                 TimeTables tt, int64_t d, int64_t total) {
+    cuda::pdl_trigger();
+    cuda::pdl_wait();  // the history, stamps, position and x belong to earlier kernels
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (t >= total) return;
     const int64_t n = t / d, j = t % d, p = clamp_index(*pos, L);
@@ -67,12 +71,11 @@ at::Tensor kronos_token_embed_cuda(const at::Tensor& hist1, const at::Tensor& hi
     const int64_t blocks = (total + threads - 1) / threads;
     if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "kronos_token_embed: too large for one launch");
     CN_DISPATCH_FLOAT_TYPES(emb1.scalar_type(), "kronos_token_embed", [&] {
-        token_embed_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            hist1.const_data_ptr<int64_t>(), hist2.const_data_ptr<int64_t>(), hist1.size(1), pos.const_data_ptr<int64_t>(),
-            reinterpret_cast<const scalar_t*>(emb1.const_data_ptr()), emb1.size(0),
-            reinterpret_cast<const scalar_t*>(emb2.const_data_ptr()), emb2.size(0), d, static_cast<float>(scale),
-            reinterpret_cast<scalar_t*>(out.data_ptr()), total);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        cuda::launch_pdl(token_embed_kernel<scalar_t>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0,
+                         at::cuda::getCurrentCUDAStream(), hist1.const_data_ptr<int64_t>(), hist2.const_data_ptr<int64_t>(),
+                         hist1.size(1), pos.const_data_ptr<int64_t>(), reinterpret_cast<const scalar_t*>(emb1.const_data_ptr()),
+                         emb1.size(0), reinterpret_cast<const scalar_t*>(emb2.const_data_ptr()), emb2.size(0), d,
+                         static_cast<float>(scale), reinterpret_cast<scalar_t*>(out.data_ptr()), total);
     });
     return out;
 }
@@ -94,10 +97,9 @@ void kronos_add_time_cuda_(const at::Tensor& x, const at::Tensor& stamps, const 
     const int64_t blocks = (total + threads - 1) / threads;
     if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "kronos_add_time_: too large for one launch");
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "kronos_add_time_", [&] {
-        add_time_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            reinterpret_cast<scalar_t*>(x.data_ptr()), stamps.const_data_ptr<float>(), stamps.size(1), pos.const_data_ptr<int64_t>(),
-            tt, x.size(1), total);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        cuda::launch_pdl(add_time_kernel<scalar_t>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0,
+                         at::cuda::getCurrentCUDAStream(), reinterpret_cast<scalar_t*>(x.data_ptr()), stamps.const_data_ptr<float>(),
+                         stamps.size(1), pos.const_data_ptr<int64_t>(), tt, x.size(1), total);
     });
 }
 

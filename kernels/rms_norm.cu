@@ -25,6 +25,8 @@ struct alignas(sizeof(T) * V) Vec {
 template <class T, int V>
 __global__ void rms_norm_kernel(const T* x, const T* __restrict__ delta, T* h_out, const T* __restrict__ w,  // h_out may alias x
                                 T* __restrict__ out, int64_t D, float eps) {
+    cuda::pdl_trigger();
+    cuda::pdl_wait();  // every tensor but the weight belongs to earlier kernels
     using VT = Vec<T, V>;
     const int64_t row = blockIdx.x;
     const int64_t nv = D / V;
@@ -79,12 +81,8 @@ void launch(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_ou
     const int64_t per_row = vec ? D / V : D;
     const int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (per_row + 31) / 32 * 32)));
     auto stream = at::cuda::getCurrentCUDAStream();
-    if (vec) {
-        rms_norm_kernel<T, V><<<static_cast<unsigned>(rows), threads, 0, stream>>>(xp, dp, hp, wp, op, D, static_cast<float>(eps));
-    } else {
-        rms_norm_kernel<T, 1><<<static_cast<unsigned>(rows), threads, 0, stream>>>(xp, dp, hp, wp, op, D, static_cast<float>(eps));
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cuda::launch_pdl(vec ? rms_norm_kernel<T, V> : rms_norm_kernel<T, 1>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream,
+                     xp, dp, hp, wp, op, D, static_cast<float>(eps));
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ template <> struct Vec8<__half> : Vec8Half<__half> {};
 template <class T, int MR, bool NORM, bool GLU>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, const T* __restrict__ norm_w,
-                  float eps, const T* __restrict__ residual, T* __restrict__ out, int M, int K, int N) {
+                  float eps, const T* __restrict__ residual, T* __restrict__ out, int M, int K, int N,
+                  const int64_t* __restrict__ rows, int64_t V) {
     // No shared memory and no barrier (but the half-precision norm's): every load of the step is independent
     // (x's few rows are read by every warp and stay in L1), so one launch costs about one memory round trip.
     constexpr bool kScaleAfter = NORM && std::is_same_v<T, float>;
@@ -68,14 +69,21 @@ __global__ void __launch_bounds__(kWarps * 32)
             for (int i = lane; i < lines; i += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + static_cast<int64_t>(i) * 128));
         }
     }
-    cuda::pdl_wait();  // x, the residual and out belong to earlier kernels
+    cuda::pdl_wait();  // x, the rows, the residual and out belong to earlier kernels
+    // The input's row m: x's row m, or the table's row rows[m] (clamped into it).
+    auto row_index = [&](int m) -> int {
+        if (!rows) return m;
+        const int64_t r = rows[m];
+        return static_cast<int>(r < 0 ? 0 : (r >= V ? V - 1 : r));
+    };
+    auto x_row = [&](int m) { return x + static_cast<int64_t>(row_index(m)) * K; };
     __shared__ float inv_rms[kRowStats ? MR : 1];
     if constexpr (kRowStats) {
         for (int m = warp; m < M; m += kWarps) {  // a warp per row: fp32 sum of squares, fixed order
             float ss = 0.f;
             for (int k = lane * 8; k < K; k += 32 * 8) {
                 float v[8];
-                Vec8<T>::load(x + static_cast<int64_t>(m) * K + k, v);
+                Vec8<T>::load(x_row(m) + k, v);
 #pragma unroll
                 for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
             }
@@ -85,6 +93,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         __syncthreads();
     }
     if (!active) return;
+    int xr[MR];  // the input rows' indices into x (32-bit: registers are scarce at MR = 16)
+#pragma unroll
+    for (int m = 0; m < MR; ++m) xr[m] = m < M ? row_index(m) : 0;
     float acc[kCols][MR], ss[MR];
 #pragma unroll
     for (int m = 0; m < MR; ++m) {
@@ -108,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int m = 0; m < MR; ++m) {
             if (m < M) {
-                Vec8<T>::load(x + static_cast<int64_t>(m) * K + k, xv[m]);
+                Vec8<T>::load(x + static_cast<int64_t>(xr[m]) * K + k, xv[m]);
                 if constexpr (kScaleAfter) {
 #pragma unroll
                     for (int i = 0; i < 8; ++i) ss[m] += xv[m][i] * xv[m][i], xv[m][i] *= g[i];
@@ -167,14 +178,17 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
         return t.defined() && (t.sizes() != at::IntArrayRef(shape) || !t.is_contiguous() || t.scalar_type() != w.scalar_type() ||
                                t.device() != w.device());
     };
-    if (!skinny_linear_fits(x, w) || (o.swiglu && (o.residual.defined() || w.size(0) % 2 != 0)) || bad(b, {w.size(0)}) ||
-        bad(o.norm_weight, {w.size(1)}) || bad(o.residual, {x.size(0), w.size(0)}) ||
+    const int64_t rows_in = o.rows.defined() ? o.rows.numel() : x.size(0);
+    if (!(o.rows.defined() ? skinny_table_fits(x, w, o.rows) : skinny_linear_fits(x, w)) ||
+        (o.swiglu && (o.residual.defined() || w.size(0) % 2 != 0)) || bad(b, {w.size(0)}) || bad(o.norm_weight, {w.size(1)}) ||
+        bad(o.residual, {rows_in, w.size(0)}) ||
         (o.norm_weight.defined() && reinterpret_cast<uintptr_t>(o.norm_weight.const_data_ptr()) % 16 != 0)) {
-        fail(Status::kInternal, "skinny_linear: x [M <= 16, K % 8 == 0], w [N, K] 16-byte aligned (N even with swiglu, then no "
-                                "residual), b [N], norm weight [K] 16-byte aligned, residual [M, N]: contiguous, one dtype and device");
+        fail(Status::kInternal, "skinny_linear: x [M <= 16, K % 8 == 0] (or a table with rows [M]), w [N, K] 16-byte aligned (N "
+                                "even with swiglu, then no residual), b [N], norm weight [K] 16-byte aligned, residual [M, N]: contiguous, one dtype and device");
     }
+    if (x.size(0) > INT32_MAX) fail(Status::kInvalidArgument, "skinny_linear: table over 2^31 rows");
     c10::cuda::CUDAGuard guard(x.device());
-    const int M = static_cast<int>(x.size(0)), K = static_cast<int>(w.size(1)), N = static_cast<int>(w.size(0));
+    const int M = static_cast<int>(rows_in), K = static_cast<int>(w.size(1)), N = static_cast<int>(w.size(0));
     at::Tensor out = at::empty({M, o.swiglu ? N / 2 : N}, x.options());
     if (N == 0) return out;
     const int warps_needed = o.swiglu ? N / 2 : (N + kCols - 1) / kCols;
@@ -192,7 +206,8 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
             const int threads = kWarps * 32;
             auto kernel = norm ? (o.swiglu ? skinny_kernel<T, MR, true, true> : skinny_kernel<T, MR, true, false>)
                                : (o.swiglu ? skinny_kernel<T, MR, false, true> : skinny_kernel<T, MR, false, false>);
-            cuda::launch_pdl(kernel, dim3(blocks), dim3(threads), 0, stream, xp, wp, bp, gp, eps, rp, op, M, K, N);
+            cuda::launch_pdl(kernel, dim3(blocks), dim3(threads), 0, stream, xp, wp, bp, gp, eps, rp, op, M, K, N,
+                             o.rows.defined() ? o.rows.const_data_ptr<int64_t>() : nullptr, x.size(0));
         };
         if (M <= 1) launch(std::integral_constant<int, 1>{});
         else if (M <= 2) launch(std::integral_constant<int, 2>{});

@@ -15,7 +15,9 @@
 //   swiglu:          w is a fused [w1 | w3] of 2F rows and the result is swiglu(x · wᵀ + b) [M, F]
 //                    (kernels/swiglu.h on the rounded GEMM output: round_T(round_T(silu(a)) * b));
 //   residual [M, N]: out = round_T(residual + round_T(x · wᵀ + b)) (the residual add of a pre-norm block); not
-//                    with swiglu.
+//                    with swiglu;
+//   rows [M] int64:  x is a table [V, K] and the input's row m is x[rows[m]] (an embedding lookup in front;
+//                    indices outside [0, V) are clamped by the CUDA path and refused by the composite).
 //
 // skinny_linear_fits(x, w): whether the CUDA path takes these shapes (M <= 16, K a multiple of 8, x and w
 // contiguous and 16-byte aligned); `skinny_linear` falls back to the unfused ATen / kernels ops otherwise (also
@@ -32,9 +34,12 @@ struct SkinnyOptions {
     double norm_eps = 1e-5;
     bool swiglu = false;     // w = [w1 | w3]: swiglu of the result
     at::Tensor residual;     // defined: added to the result
+    at::Tensor rows;         // defined: x is a table, the input rows are x[rows]
 };
 
 bool skinny_linear_fits(const at::Tensor& x, const at::Tensor& w);
+// With SkinnyOptions::rows: the table [V, K] and w as above, rows int64 [M <= 16] contiguous on the same device.
+bool skinny_table_fits(const at::Tensor& table, const at::Tensor& w, const at::Tensor& rows);
 at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const SkinnyOptions& opt = {});
 // The unfused composite (kernels/rms_norm.h, swiglu.h, at::linear, an ATen add) on any device.
 at::Tensor skinny_linear_composite(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const SkinnyOptions& opt = {});

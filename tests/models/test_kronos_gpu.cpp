@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <ATen/Context.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +23,17 @@
 #include "core/runtime/run_context.h"
 #include "tests/models/kronos_fixture.h"
 
+#ifdef CN_WITH_CUDA
+#include "core/models/kronos/kronos_graphs.h"
+#endif
+
 namespace {
+
+#ifdef CN_WITH_CUDA
+constexpr int64_t kWholeSteps = cn::kronos::KronosGraphs::kMaxWholeSteps;
+#else
+constexpr int64_t kWholeSteps = 64;  // (the test skips without CUDA)
+#endif
 
 // One traced call with this seed; `out` receives the forecast when given.
 cn::kronos::KronosTrace traced(cn::Model& m, const cn::ForecastRequest& req, uint64_t seed, std::vector<float>* out = nullptr) {
@@ -175,4 +188,50 @@ TEST(KronosGpu, EvictionsKeepResultsEqualToEager) {
     graph->fill_info(info);
     EXPECT_GT(info.graph_pool_bytes, 0u);
     EXPECT_LT(info.graph_pool_bytes, uint64_t{4} << 30) << "graph pools not released on eviction";
+}
+
+// Horizons beyond KronosGraphs::kMaxWholeSteps replay the prologue, the step graph per bar and the epilogue
+// instead of one whole-call graph: that path must draw what eager mode draws too. The fixture model with a
+// longer max_context (a copy of tiny_a whose config allows it), horizon kMaxWholeSteps + 16.
+TEST(KronosGpu, LongHorizonsReplayTheStepGraphAndAgreeWithEager) {
+    if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+    namespace fs = std::filesystem;
+    const int64_t P = kWholeSteps + 16;
+    const fs::path dir = fs::temp_directory_path() / ("cn_kronos_long_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::copy(fs::path(CN_FIXTURES_DIR) / "kronos" / "tiny_a", dir, fs::copy_options::recursive);
+    nlohmann::json cfg;
+    {
+        std::ifstream in(dir / "config.json");
+        cfg = nlohmann::json::parse(in);
+    }
+    cfg["max_context"] = 160;
+    {
+        std::ofstream out(dir / "config.json");
+        out << cfg.dump();
+    }
+    nlohmann::json x = case_cut("a_top_p", 0);
+    ASSERT_FALSE(x.is_null());
+    x["pred_len"] = P;
+    for (auto& s : x["series"]) {
+        auto& h = s["history_ts"];
+        const int64_t step = h[h.size() - 1].get<int64_t>() - h[h.size() - 2].get<int64_t>();
+        nlohmann::json fut = nlohmann::json::array();
+        for (int64_t i = 1; i <= P; ++i) fut.push_back(h[h.size() - 1].get<int64_t>() + i * step);
+        s["future_ts"] = fut;
+    }
+    const cn::ForecastRequest req = cn::test::kronos_request(x);
+    cn::ModelOptions o;
+    o.device = c10::Device(c10::kCUDA, 0);
+    auto eager = cn::load_model(dir.string(), o), graph = cn::load_model(dir.string(), o);
+    eager->set_mode(CN_MODE_EAGER);
+    graph->set_mode(CN_MODE_GRAPH);
+    const auto a = traced(*eager, req, 5), b = traced(*graph, req, 5);
+    ASSERT_EQ(a.s1.size(), b.s1.size());
+    ASSERT_EQ(a.s1[0].size(), static_cast<size_t>(P));
+    size_t eq = 0, n = 0;
+    count_equal(a, b, eq, n);
+    std::printf("[ kronos   ] horizon %lld, step-graph path: graph tokens equal to eager %zu/%zu\n", static_cast<long long>(P), eq, n);
+    EXPECT_GE(static_cast<double>(eq), 0.95 * n) << eq << " of " << n;
+    fs::remove_all(dir);
 }

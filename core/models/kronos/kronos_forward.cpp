@@ -309,7 +309,9 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
     const at::Tensor kv = lin(w.dep_kv, xn).view({N, 2, w.dep_heads, dh});
     const at::Tensor s1 = sample_static(lin(w.proj_s1, xn), temperature, top_k, top_p, gen, st.hist1, st.pos);
     // RoPE of the one-row query is the identity; the dependency keys are not rotated (appended as they are).
-    const at::Tensor q2 = lin(w.dep_q, at::embedding(w.emb_s1, s1.squeeze(1))).view({N, w.dep_heads, dh});
+    Opt lookup;  // the s1 embedding rows of the drawn tokens, looked up by the GEMM itself
+    lookup.rows = s1.view({-1});
+    const at::Tensor q2 = kernels::skinny_linear(w.emb_s1, w.dep_q.w, w.dep_q.b, lookup).view({N, w.dep_heads, dh});
     const at::Tensor a2 = kernels::decode_attention_append(q2, kv.select(1, 0), kv.select(1, 1), c.dep_k, c.dep_v, st.pos, {},
                                                            1.0 / std::sqrt(static_cast<double>(dh)));
     const at::Tensor x2 = lin(w.dep_o, a2, plus(xn));

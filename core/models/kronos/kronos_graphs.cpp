@@ -114,13 +114,23 @@ KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
         st.hist2.narrow(1, T0, 1).copy_(s2);
         st.pos.fill_(T0);
     };
-    capture_graph(en->prologue, device_, prologue, prologue, &gen_);
     en->z = at::zeros({N, total - ws, tcfg_.d_in}, en->x.options());
     auto epilogue = [&] {
         en->z.copy_(tokenizer_decode(tcfg_, tw_, st.hist1.narrow(1, ws, total - ws).contiguous(),
                                      st.hist2.narrow(1, ws, total - ws).contiguous(), Path::kKernels));
     };
-    capture_graph(en->epilogue, device_, epilogue, epilogue);
+    if (P <= kMaxWholeSteps) {
+        auto whole = [&] {
+            prologue();
+            for (int64_t j = 1; j < P; ++j) decode_step_static(cfg_, w_, st, e.temperature, e.top_k, e.top_p, gen_);
+            epilogue();
+        };
+        capture_graph(en->whole, device_, whole, whole, &gen_);
+        en->has_whole = true;
+    } else {
+        capture_graph(en->prologue, device_, prologue, prologue, &gen_);
+        capture_graph(en->epilogue, device_, epilogue, epilogue);
+    }
     en->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
     e.bytes += en->bytes;
     pool_bytes_ += en->bytes;

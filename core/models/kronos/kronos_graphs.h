@@ -1,9 +1,10 @@
 // Graph mode for Kronos (CUDA): the cached decode step (decode_step_static) captured once per batch shape and
 // sampling setting, then replayed once per forecast step with no host round trip; tokens accumulate in the
 // entry's static history and are copied out after the last replay (no output is ever read from a buffer a later
-// replay overwrites). Per (history length, horizon) an entry also holds two more graphs ("ends"): the prologue
-// (tokenizer encode, the prefill of the cache, the first step's draws) and the epilogue (tokenizer decode), so
-// a call is one prologue, horizon - 1 steps and one epilogue, all replays. Used while the window does not
+// replay overwrites). Per (history length, horizon) an entry also holds the "ends": the prologue (tokenizer
+// encode, the prefill of the cache, the first step's draws) and the epilogue (tokenizer decode), so a call is one
+// prologue, horizon - 1 steps and one epilogue, all replays; up to kMaxWholeSteps steps the whole call is one
+// graph instead (one replay: no host round trip or graph launch between the steps). Used while the window does not
 // slide (history + horizon - 1 <= max_context). Once it slides, every step is the reference's full recompute
 // of a max_context window: that pass (decode_s1, decode_s2 and both draws on static window buffers) is
 // captured per batch shape and sampling setting too ("sliding" entries) and replayed once per such step.
@@ -34,7 +35,10 @@ public:
     KronosGraphs& operator=(const KronosGraphs&) = delete;
 
     struct Ends {  // the prologue and epilogue of one (T0, P), on the entry's static state
-        at::cuda::CUDAGraph prologue, epilogue;
+        // Horizons up to kMaxWholeSteps: one graph for the whole call (prologue, P - 1 steps, epilogue), one replay;
+        // longer ones: the prologue and epilogue graphs around the step graph's replays.
+        at::cuda::CUDAGraph whole, prologue, epilogue;
+        bool has_whole = false;
         at::Tensor x;  // input: normalised candles [N, T0, 6] (model dtype)
         at::Tensor z;  // output: decoded candles of the last window [N, Lw, 6] (model dtype)
         uint64_t last_used = 0, bytes = 0;
@@ -51,6 +55,8 @@ public:
     };
     // Ends kept per entry (LRU beyond); a call needing more for one entry replays only the step.
     static constexpr size_t kMaxEnds = 4;
+    // Horizon up to which a call is captured as one graph (its pool holds every step's activations).
+    static constexpr int64_t kMaxWholeSteps = 64;
     struct Sliding {  // the full-window step: inputs win1/win2 [N, M], wstamp [N, M, 5]; outputs out1/out2 [N, 1]
         at::cuda::CUDAGraph graph;
         at::Tensor win1, win2, wstamp, out1, out2;

@@ -480,16 +480,22 @@ private:
             KronosStepState& st = graph->st;
             st.stamps.narrow(1, 0, T0 + P - 1).copy_(full_stamp.narrow(1, 0, T0 + P - 1));
             ends->x.copy_(xt);
-            for (int64_t j = 0; j < P; ++j) {
+            if (ends->has_whole) {  // short horizons: one replay (cancellation is checked before it)
                 run.check();
-                if (j == 0) {
-                    ends->prologue.replay();
-                } else {
-                    graph->graph.replay();
+                ends->whole.replay();
+                run.advance(P);
+            } else {
+                for (int64_t j = 0; j < P; ++j) {
+                    run.check();
+                    if (j == 0) {
+                        ends->prologue.replay();
+                    } else {
+                        graph->graph.replay();
+                    }
+                    run.advance(1);
                 }
-                run.advance(1);
+                ends->epilogue.replay();
             }
-            ends->epilogue.replay();
             all1 = st.hist1.narrow(1, 0, T0 + P).clone();
             all2 = st.hist2.narrow(1, 0, T0 + P).clone();
             z_dev = ends->z.clone();
