@@ -22,6 +22,7 @@
 #include <ATen/ops/randint.h>
 #include <ATen/ops/round.h>
 #include <ATen/ops/sort.h>
+#include <ATen/ops/tensor.h>
 
 #include "core/common/status.h"
 #include "kernels/kronos_embed.h"
@@ -281,6 +282,22 @@ TEST(SkinnyGemmGpu, NormResidualAndSwigluMatchTheUnfusedOps) {
     both.residual = at::zeros({2, 8}).cuda();
     both.swiglu = true;
     EXPECT_THROW(cn::kernels::skinny_linear(x, w, {}, both), cn::Error);
+    // Rows looked up from a table: equal to at::embedding then the GEMM (with the norm too); indices outside
+    // the table are clamped by the CUDA path.
+    {
+        const at::Tensor table = at::randn({50, 64}).cuda(), idx = at::tensor(std::vector<int64_t>{3, 49, 0, 3}).cuda();
+        cn::kernels::SkinnyOptions look;
+        look.rows = idx;
+        ASSERT_TRUE(cn::kernels::skinny_table_fits(table, w, idx));
+        expect_close(cn::kernels::skinny_linear_cuda(table, w, {}, look), at::linear(at::embedding(table, idx), w), 1e-5, 1e-5, "rows");
+        look.norm_weight = at::rand({64}).cuda() + 0.5;
+        expect_close(cn::kernels::skinny_linear_cuda(table, w, {}, look), cn::kernels::skinny_linear_composite(table, w, {}, look), 1e-5,
+                     1e-5, "rows + norm");
+        cn::kernels::SkinnyOptions out_of_range;
+        out_of_range.rows = at::tensor(std::vector<int64_t>{-5, 70}).cuda();
+        expect_close(cn::kernels::skinny_linear_cuda(table, w, {}, out_of_range),
+                     at::linear(at::embedding(table, at::tensor(std::vector<int64_t>{0, 49}).cuda()), w), 1e-5, 1e-5, "clamped rows");
+    }
     // A norm weight off 16-byte alignment is taken by the composite (the CUDA path refuses it).
     cn::kernels::SkinnyOptions off;
     off.norm_weight = at::rand({65}).cuda().narrow(0, 1, 64);
