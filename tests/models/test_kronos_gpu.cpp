@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -195,19 +195,21 @@ TEST(KronosGpu, EvictionsKeepResultsEqualToEager) {
 // longer max_context (a copy of tiny_a whose config allows it), horizon kMaxWholeSteps + 16.
 TEST(KronosGpu, LongHorizonsReplayTheStepGraphAndAgreeWithEager) {
     if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-    namespace fs = std::filesystem;
     const int64_t P = kWholeSteps + 16;
-    const fs::path dir = fs::temp_directory_path() / ("cn_kronos_long_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::copy(fs::path(CN_FIXTURES_DIR) / "kronos" / "tiny_a", dir, fs::copy_options::recursive);
+    // A directory with tiny_a's weights (symbolic links) and its config with max_context 160.
+    char tmpl[] = "/tmp/cn_kronos_long_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const std::string dir = tmpl, src = std::string(CN_FIXTURES_DIR) + "/kronos/tiny_a";
+    ASSERT_EQ(::symlink((src + "/model.safetensors").c_str(), (dir + "/model.safetensors").c_str()), 0);
+    ASSERT_EQ(::symlink((src + "/tokenizer").c_str(), (dir + "/tokenizer").c_str()), 0);
     nlohmann::json cfg;
     {
-        std::ifstream in(dir / "config.json");
+        std::ifstream in(src + "/config.json");
         cfg = nlohmann::json::parse(in);
     }
     cfg["max_context"] = 160;
     {
-        std::ofstream out(dir / "config.json");
+        std::ofstream out(dir + "/config.json");
         out << cfg.dump();
     }
     nlohmann::json x = case_cut("a_top_p", 0);
@@ -223,7 +225,7 @@ TEST(KronosGpu, LongHorizonsReplayTheStepGraphAndAgreeWithEager) {
     const cn::ForecastRequest req = cn::test::kronos_request(x);
     cn::ModelOptions o;
     o.device = c10::Device(c10::kCUDA, 0);
-    auto eager = cn::load_model(dir.string(), o), graph = cn::load_model(dir.string(), o);
+    auto eager = cn::load_model(dir, o), graph = cn::load_model(dir, o);
     eager->set_mode(CN_MODE_EAGER);
     graph->set_mode(CN_MODE_GRAPH);
     const auto a = traced(*eager, req, 5), b = traced(*graph, req, 5);
@@ -233,5 +235,6 @@ TEST(KronosGpu, LongHorizonsReplayTheStepGraphAndAgreeWithEager) {
     count_equal(a, b, eq, n);
     std::printf("[ kronos   ] horizon %lld, step-graph path: graph tokens equal to eager %zu/%zu\n", static_cast<long long>(P), eq, n);
     EXPECT_GE(static_cast<double>(eq), 0.95 * n) << eq << " of " << n;
-    fs::remove_all(dir);
+    for (const char* f : {"/model.safetensors", "/tokenizer", "/config.json"}) ::unlink((dir + f).c_str());
+    ::rmdir(dir.c_str());
 }
