@@ -252,8 +252,8 @@ at::Tensor filtered_probs(const at::Tensor& logits_in, double temperature, int64
 }
 
 // sample_from_logits on cutenative's kernels: the same generator call (one exponential_ of [N, V] fp32 per
-// draw), the filter and the draw (top-p: one launch with the temperature, after the noise, which does not depend
-// on the logits); when hist is defined the token also goes to hist[:, pos + 1].
+// draw), the filter and the draw (top-p: one launch after the noise, which does not depend on the logits; the
+// temperature by ATen's division, skipped at 1); when hist is defined the token also goes to hist[:, pos + 1].
 at::Tensor sample_static(const at::Tensor& logits, double temperature, int64_t top_k, double top_p, at::Generator& gen,
                          const at::Tensor& hist, const at::Tensor& pos) {
     if (top_k <= 0 && top_p < 1.0) {
@@ -276,7 +276,7 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
     KronosCache& c = st.cache;
     const int64_t N = st.hist1.size(0), d = cfg.d_model;
     // Linear layers of N rows: one skinny-GEMM launch each (kernels/skinny_gemm.h; cuBLAS beyond 16 rows), with
-    // the norm before / SwiGLU before / residual add after folded in.
+    // the norm before and the SwiGLU gate or the residual add after folded in.
     using Opt = kernels::SkinnyOptions;
     auto lin = [](const Linear& l, const at::Tensor& x, const Opt& o = {}) { return kernels::skinny_linear(x, l.w, l.b, o); };
     auto normed = [](const at::Tensor& g, bool swiglu = false) {  // RMS norm (weight g) of the input first (SwiGLU after)
