@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/abs.h>
@@ -29,6 +30,12 @@
 #include <ATen/ops/zeros.h>
 
 #include "kernels/chronos2_io.h"
+
+// GPU tests: skip cleanly on a machine without a CUDA device.
+#define REQUIRE_CUDA()                                        \
+    do {                                                      \
+        if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device"; \
+    } while (0)
 
 namespace cn::test {
 

@@ -36,11 +36,6 @@
 using cn::test::expect_close;
 using cn::test::rtol;
 
-#define REQUIRE_CUDA()                                        \
-    do {                                                      \
-        if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device"; \
-    } while (0)
-
 #ifndef CN_WITH_CUDA
 TEST(DecodeKernelsGpu, Skipped) { GTEST_SKIP() << "built without CUDA kernels"; }
 #else

@@ -31,11 +31,6 @@ at::Tensor poisoned_like(const at::Tensor& t) {
 }  // namespace
 #endif
 
-#define REQUIRE_CUDA()                                                  \
-    do {                                                                \
-        if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";           \
-    } while (0)
-
 #ifndef CN_WITH_CUDA
 TEST(KernelsGpu, Skipped) { GTEST_SKIP() << "built without CUDA kernels"; }
 #else

@@ -25,6 +25,15 @@ uint64_t evict_lru(Map& m, size_t limit) {
     return bytes;
 }
 
+// The item held under `key`, marked as used now; null when there is none (the caller captures it).
+template <class Map, class Key>
+auto touch(Map& m, const Key& key, uint64_t& tick) -> decltype(m.begin()->second.get()) {
+    auto it = m.find(key);
+    if (it == m.end()) return nullptr;
+    it->second->last_used = ++tick;
+    return it->second.get();
+}
+
 }  // namespace
 
 KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg,
@@ -37,11 +46,7 @@ KronosGraphs::~KronosGraphs() = default;
 
 KronosGraphs::Entry& KronosGraphs::get(int64_t N, double temperature, int64_t top_k, double top_p) {
     const Key key{N, temperature, top_k, top_p};
-    auto it = entries_.find(key);
-    if (it != entries_.end()) {
-        it->second->last_used = ++tick_;
-        return *it->second;
-    }
+    if (Entry* hit = touch(entries_, key, tick_)) return *hit;
     pool_bytes_ -= evict_lru(entries_, kMaxEntries);
     c10::cuda::CUDAGuard guard(device_);
     const int64_t before = reserved_bytes(device_);
@@ -86,10 +91,7 @@ KronosGraphs::Ends* KronosGraphs::find_ends(Entry& e, int64_t T0, int64_t P) {
 }
 
 KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
-    if (Ends* found = find_ends(e, T0, P)) {
-        found->last_used = ++tick_;
-        return *found;
-    }
+    if (Ends* hit = touch(e.ends, std::make_pair(T0, P), tick_)) return *hit;
     const uint64_t freed = evict_lru(e.ends, kMaxEnds);
     e.bytes -= freed;
     pool_bytes_ -= freed;
@@ -142,11 +144,7 @@ KronosGraphs::Ends& KronosGraphs::ends(Entry& e, int64_t T0, int64_t P) {
 
 KronosGraphs::Sliding& KronosGraphs::sliding(int64_t N, double temperature, int64_t top_k, double top_p) {
     const Key key{N, temperature, top_k, top_p};
-    auto it = sliding_.find(key);
-    if (it != sliding_.end()) {
-        it->second->last_used = ++tick_;
-        return *it->second;
-    }
+    if (Sliding* hit = touch(sliding_, key, tick_)) return *hit;
     pool_bytes_ -= evict_lru(sliding_, kMaxEntries);
     c10::cuda::CUDAGuard guard(device_);
     const int64_t before = reserved_bytes(device_);
