@@ -87,6 +87,19 @@ func LoadCatalog(path string) (*Catalog, error) {
 }
 
 func loadCatalog(path string, lim Limits) (*Catalog, error) {
+	data, err := readCatalogFile(path, lim)
+	if err != nil {
+		return nil, err
+	}
+	c, err := parseCatalog(data, lim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// readCatalogFile reads at most lim.MaxFileBytes of path; a larger file is ErrInvalidCatalog.
+func readCatalogFile(path string, lim Limits) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("lora: catalog: %w", err)
@@ -99,11 +112,7 @@ func loadCatalog(path string, lim Limits) (*Catalog, error) {
 	if int64(len(data)) > lim.MaxFileBytes {
 		return nil, fmt.Errorf("%w: %s: larger than %d bytes", ErrInvalidCatalog, path, lim.MaxFileBytes)
 	}
-	c, err := parseCatalog(data, lim)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return data, nil
 }
 
 // ParseCatalog decodes and validates a catalog document:

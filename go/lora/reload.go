@@ -2,7 +2,9 @@ package lora
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -20,8 +22,10 @@ type Registry struct {
 	log  *slog.Logger
 	cur  atomic.Pointer[Router]
 
-	mu   sync.Mutex // serialises reloads
-	seen fileStamp  // the file version last read, successfully or not (guarded by mu)
+	mu      sync.Mutex        // serialises reloads
+	seen    fileStamp         // the file version last read, successfully or not (guarded by mu)
+	seenSum [sha256.Size]byte // digest of the bytes last read (guarded by mu); see Watch
+	hasSum  bool              // seenSum is set (guarded by mu)
 
 	reloads, failures atomic.Uint64
 	lastErr           atomic.Pointer[string]
@@ -56,7 +60,7 @@ func NewRegistry(ctx context.Context, path string, emb Embedder, log *slog.Logge
 		log = slog.Default()
 	}
 	g := &Registry{path: path, emb: emb, log: log}
-	if err := g.load(ctx); err != nil {
+	if _, err := g.load(ctx, false); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -91,35 +95,43 @@ func (g *Registry) Stats() RegistryStats {
 // Reload re-reads and re-embeds the catalog file and swaps the router in when that succeeds. On error
 // the previous router stays in service; the error is logged and returned.
 func (g *Registry) Reload(ctx context.Context) error {
-	err := g.load(ctx)
+	_, err := g.load(ctx, false)
 	if err != nil {
 		g.log.Error("lora catalog: reload failed, keeping the previous catalog", "path", g.path, "error", err)
 	}
 	return err
 }
 
-func (g *Registry) load(ctx context.Context) error {
+// load reads, parses and embeds the catalog and swaps the router in. With skipSame, bytes identical to
+// the last read (successful or not) change nothing and report loaded == false: a touch, or a rewrite of
+// the same content, neither re-embeds the catalog nor counts a second failure.
+func (g *Registry) load(ctx context.Context, skipSame bool) (loaded bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	start := time.Now()
 	fi, err := os.Stat(g.path) // before reading: an edit racing with the read shows as a new stamp later
-	if err == nil {
-		g.seen = stampOf(fi)
-	}
-	var r *Router
-	if err == nil {
-		var cat *Catalog
-		if cat, err = LoadCatalog(g.path); err == nil {
-			r, err = NewRouter(ctx, cat, g.emb)
-		}
-	}
 	if err != nil {
-		if g.cur.Load() != nil {
-			g.failures.Add(1)
-			msg := err.Error()
-			g.lastErr.Store(&msg)
-		}
-		return err
+		return false, g.fail(fmt.Errorf("lora: catalog: %w", err))
+	}
+	g.seen = stampOf(fi)
+	data, err := readCatalogFile(g.path, DefaultLimits)
+	if err != nil {
+		return false, g.fail(err)
+	}
+	sum := sha256.Sum256(data)
+	if skipSame && g.hasSum && sum == g.seenSum {
+		return false, nil
+	}
+	g.seenSum, g.hasSum = sum, true
+	cat, err := parseCatalog(data, DefaultLimits)
+	if err != nil {
+		return false, g.fail(fmt.Errorf("%s: %w", g.path, err))
+	}
+	r, err := NewRouter(ctx, cat, g.emb)
+	if err != nil {
+		// An embedder failure (e.g. a cancelled context) says nothing about the file: read it again next time.
+		g.hasSum = false
+		return false, g.fail(err)
 	}
 	g.cur.Store(r)
 	g.reloads.Add(1)
@@ -128,12 +140,24 @@ func (g *Registry) load(ctx context.Context) error {
 	g.lastErr.Store(nil)
 	g.log.Info("lora catalog: loaded", "path", g.path, "entries", r.Len(), "dim", r.Dim(),
 		"negative_weight", r.cat.NegativeWeight, "threshold", r.cat.Threshold, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	return true, nil
+}
+
+// fail records a failed reload (not the first load: there is no catalog to keep yet) and returns err.
+// Called with mu held.
+func (g *Registry) fail(err error) error {
+	if g.cur.Load() != nil {
+		g.failures.Add(1)
+		msg := err.Error()
+		g.lastErr.Store(&msg)
+	}
+	return err
 }
 
 // Watch polls the file's modification time and size every interval (1 s when interval <= 0) and
-// reloads when they change, until ctx is done. A file that fails to load is not retried until it
-// changes again; a missing file (e.g. mid-replacement) is logged once and waited out.
+// reloads when they change, until ctx is done. A changed stamp with the same bytes as the last read
+// (a touch, a rewrite of the same content) reloads nothing. A file that fails to load is not retried
+// until it changes again; a missing file (e.g. mid-replacement) is logged once and waited out.
 func (g *Registry) Watch(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
@@ -160,7 +184,9 @@ func (g *Registry) Watch(ctx context.Context, interval time.Duration) {
 		changed := stampOf(fi) != g.seen
 		g.mu.Unlock()
 		if changed {
-			_ = g.Reload(ctx) // logged
+			if _, err := g.load(ctx, true); err != nil {
+				g.log.Error("lora catalog: reload failed, keeping the previous catalog", "path", g.path, "error", err)
+			}
 		}
 	}
 }
