@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: sets up what is missing, builds, runs every C++ test (ctest; "gpu"-labelled
-# tests skip without a CUDA device) and the Go tests with the race detector.
+# tests skip without a CUDA device), the Go tests with the race detector, go vet of examples/go and a gofmt check.
 #   scripts/test.sh [--no-go]      (--no-go on machines without Go, e.g. the CUDA machine)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -24,4 +24,11 @@ if [ "$run_go" = 1 ]; then
     "$CN_ROOT/scripts/go.sh" test -race -count=1 ./...
     echo "== go vet (examples/go)"
     CN_GO_DIR="$CN_ROOT/examples/go" "$CN_ROOT/scripts/go.sh" vet ./...
+    echo "== gofmt -l (go, examples/go)"
+    unformatted=$("$("$(cn_go)" env GOROOT)/bin/gofmt" -l "$CN_ROOT/go" "$CN_ROOT/examples/go")
+    if [ -n "$unformatted" ]; then
+        echo "not gofmt-formatted (run: gofmt -w on them):" >&2
+        echo "$unformatted" >&2
+        exit 1
+    fi
 fi

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -102,24 +103,40 @@ func (g *Registry) Reload(ctx context.Context) error {
 	return err
 }
 
-// load reads, parses and embeds the catalog and swaps the router in. With skipSame, bytes identical to
-// the last read (successful or not) change nothing and report loaded == false: a touch, or a rewrite of
-// the same content, neither re-embeds the catalog nor counts a second failure.
-func (g *Registry) load(ctx context.Context, skipSame bool) (loaded bool, err error) {
+// load reads, parses and embeds the catalog and swaps the router in. For the watcher (watching), bytes
+// identical to the last read (successful or not) change nothing and report loaded == false: a touch, or
+// a rewrite of the same content, neither re-embeds the catalog nor counts a second failure; and a file
+// that vanished between the watcher's stat and this read is not a failure either (an error wrapping
+// fs.ErrNotExist: the watcher waits for it to come back).
+func (g *Registry) load(ctx context.Context, watching bool) (loaded bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	start := time.Now()
+	vanished := func(err error) bool {
+		if watching && errors.Is(err, fs.ErrNotExist) {
+			g.seen = fileStamp{} // whatever comes back is read
+			return true
+		}
+		return false
+	}
 	fi, err := os.Stat(g.path) // before reading: an edit racing with the read shows as a new stamp later
 	if err != nil {
-		return false, g.fail(fmt.Errorf("lora: catalog: %w", err))
+		err = fmt.Errorf("lora: catalog: %w", err)
+		if vanished(err) {
+			return false, err
+		}
+		return false, g.fail(err)
 	}
 	g.seen = stampOf(fi)
 	data, err := readCatalogFile(g.path, DefaultLimits)
 	if err != nil {
+		if vanished(err) {
+			return false, err
+		}
 		return false, g.fail(err)
 	}
 	sum := sha256.Sum256(data)
-	if skipSame && g.hasSum && sum == g.seenSum {
+	if watching && g.hasSum && sum == g.seenSum {
 		return false, nil
 	}
 	g.seenSum, g.hasSum = sum, true
@@ -172,7 +189,19 @@ func (g *Registry) Watch(ctx context.Context, interval time.Duration) {
 		case <-tick.C:
 		}
 		fi, err := os.Stat(g.path)
-		if err != nil {
+		if err == nil {
+			g.mu.Lock()
+			changed := stampOf(fi) != g.seen
+			g.mu.Unlock()
+			if changed {
+				if _, err = g.load(ctx, true); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					// Counted and kept in Stats; not retried until the file changes again.
+					g.log.Error("lora catalog: reload failed, keeping the previous catalog", "path", g.path, "error", err)
+					err = nil
+				}
+			}
+		}
+		if err != nil { // missing (e.g. mid-replacement), also when it vanished during the reload
 			if !missing {
 				g.log.Warn("lora catalog: cannot stat the file, keeping the current catalog", "path", g.path, "error", err)
 			}
@@ -180,13 +209,5 @@ func (g *Registry) Watch(ctx context.Context, interval time.Duration) {
 			continue
 		}
 		missing = false
-		g.mu.Lock()
-		changed := stampOf(fi) != g.seen
-		g.mu.Unlock()
-		if changed {
-			if _, err := g.load(ctx, true); err != nil {
-				g.log.Error("lora catalog: reload failed, keeping the previous catalog", "path", g.path, "error", err)
-			}
-		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -52,8 +53,8 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// touch moves path's modification time forward without changing its bytes.
-func touch(t *testing.T, path string) {
+// touch moves path's modification time forward without changing its bytes; it returns the new stamp.
+func touch(t *testing.T, path string) fileStamp {
 	t.Helper()
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -63,6 +64,10 @@ func touch(t *testing.T, path string) {
 	if err := os.Chtimes(path, next, next); err != nil {
 		t.Fatal(err)
 	}
+	if fi, err = os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	return stampOf(fi)
 }
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -242,15 +247,22 @@ func TestWatchReloadsChangedFile(t *testing.T) {
 	if st := g.Stats(); st.Failures != 1 || st.Entries != 4 {
 		t.Fatalf("stats %+v", st)
 	}
+	// The watcher has read the file under this stamp (a load holds mu from its stat to its end).
+	sawStamp := func(st fileStamp) func() bool {
+		return func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.seen == st }
+	}
 	// A touch (new stamp, same bytes) is read once and counts nothing: not a second failure here...
-	touch(t, path)
-	time.Sleep(50 * time.Millisecond)
+	waitFor("the touch of the broken file", sawStamp(touch(t, path)))
 	if st := g.Stats(); st.Failures != 1 || st.Reloads != 2 || st.Entries != 4 {
 		t.Fatalf("stats after touching the broken file %+v", st)
 	}
-	// A missing file (mid-replacement) keeps the catalog too.
+	// A missing file (mid-replacement) keeps the catalog too; one that vanishes between the watcher's stat
+	// and its read is not a failure either.
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := g.load(ctx, true); !errors.Is(err, fs.ErrNotExist) || g.Stats().Failures != 1 {
+		t.Fatalf("reload of a vanished file: %v, stats %+v", err, g.Stats())
 	}
 	waitFor("the missing-file warning", func() bool { return strings.Contains(logs.String(), "cannot stat the file") })
 	writeFile(t, path, catalogJSON("c", 5, 0.1))
@@ -260,8 +272,7 @@ func TestWatchReloadsChangedFile(t *testing.T) {
 	}
 	// ...and not a re-embedding of a good file.
 	router := g.Router()
-	touch(t, path)
-	time.Sleep(50 * time.Millisecond)
+	waitFor("the touch of the good file", sawStamp(touch(t, path)))
 	if st := g.Stats(); st.Reloads != 3 || st.Failures != 1 || g.Router() != router {
 		t.Fatalf("stats after touching the good file %+v", st)
 	}

@@ -392,10 +392,7 @@ func TestLoRAQueueFullAndTimeout(t *testing.T) {
 	for i := 0; i < cap(ts.loraSlots); i++ {
 		<-g.entered // every slot is taken
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for ts.loraWaiting.Load() < int64(admitted) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the admitted searches waiting", func() bool { return ts.loraWaiting.Load() >= int64(admitted) })
 	code, b := ts.search(t, `{"prompt": "knight"}`)
 	if code != 429 || !strings.Contains(string(b), "overloaded") {
 		t.Fatalf("over the limit: %d %s", code, b)

@@ -256,6 +256,18 @@ type gate struct {
 	sizes   []int
 }
 
+// waitUntil polls ok every millisecond and fails the test when it is still false after 10 s.
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func newGate() *gate { return &gate{entered: make(chan int, 64), release: make(chan struct{})} }
 
 func (g *gate) hook(n int) {
@@ -281,10 +293,7 @@ func TestQueueFullIs429(t *testing.T) {
 	go func() { c, _, _ := ts.post(t, body); results <- c }()
 	<-g.entered // the worker holds request 1
 	go func() { c, _, _ := ts.post(t, body); results <- c }()
-	deadline := time.Now().Add(5 * time.Second)
-	for ts.metrics.queueDepth.Load() < 1 && time.Now().Before(deadline) { // request 2 fills the queue
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "request 2 in the queue", func() bool { return ts.metrics.queueDepth.Load() >= 1 })
 	code, h, b := ts.post(t, body)
 	if code != 429 || h.Get("Retry-After") == "" || !strings.Contains(string(b), "overloaded") {
 		t.Fatalf("third request: %d %v %s", code, h, b)
@@ -316,19 +325,13 @@ func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
 		}
 		done <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for ts.metrics.queueDepth.Load() < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the request in the queue", func() bool { return ts.metrics.queueDepth.Load() >= 1 })
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled client got a response")
 	}
 	// Wait until the server noticed the disconnect (the handler answered "cancelled").
-	deadline = time.Now().Add(5 * time.Second)
-	for ts.metrics.count("forecast", "cancelled") == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the cancelled count", func() bool { return ts.metrics.count("forecast", "cancelled") != 0 })
 	if ts.metrics.count("forecast", "cancelled") != 1 {
 		t.Fatal("the server did not notice the disconnect")
 	}
@@ -337,13 +340,7 @@ func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
 		t.Fatalf("first request: %d", c)
 	}
 	// The abandoned job is dropped by the worker (the queue empties) without a second library call.
-	deadline = time.Now().Add(5 * time.Second)
-	for ts.metrics.queueDepth.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if d := ts.metrics.queueDepth.Load(); d != 0 {
-		t.Fatalf("queue depth %d", d)
-	}
+	waitUntil(t, "an empty queue", func() bool { return ts.metrics.queueDepth.Load() == 0 })
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.sizes) != 1 {
@@ -385,6 +382,16 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 			}
 			got[i] = out
 		}()
+	}
+	// Hold the first batch until every other request waits in the queue, so the next batch merges them
+	// (without this, a worker that finds the queue empty each time runs every request alone).
+	first := <-g.entered
+	deadline := time.Now().Add(10 * time.Second)
+	for batched.metrics.queueDepth.Load() < int64(len(bodies)-first) {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue depth %d, want %d", batched.metrics.queueDepth.Load(), len(bodies)-first)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	go func() {
 		for range g.entered {

@@ -209,7 +209,7 @@ func TestRunFakeServer(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"-url", srv.URL, "-csv", "", "-horizon", "3", "-key", "k",
-		"-concurrency", "1,4", "-duration", "200ms", "-label", "test"}, &out, &errOut)
+		"-concurrency", "1,4", "-duration", "1s", "-label", "test"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("run: %v (stderr %s)", err, errOut.String())
 	}

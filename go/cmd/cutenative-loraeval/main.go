@@ -404,7 +404,7 @@ func run(w io.Writer, modelDir, catalogPath, promptsPath, holdoutPath, device st
 		}
 		emb := &cachedEmbedder{m: m, cache: map[string][]float32{}}
 		start := time.Now()
-		var all []string  // the evaluated prompts: dev and test (or the holdout)
+		var all []string // the evaluated prompts: dev and test (or the holdout)
 		for _, set := range [][]Prompt{dev, test} {
 			for _, p := range set {
 				all = append(all, p.Prompt)
