@@ -146,7 +146,8 @@ func (g *Registry) load(ctx context.Context, watching bool) (loaded bool, err er
 	}
 	r, err := NewRouter(ctx, cat, g.emb)
 	if err != nil {
-		// An embedder failure (e.g. a cancelled context) says nothing about the file: read it again next time.
+		// An embedder failure (e.g. a cancelled context) says nothing about the file: the next reload embeds
+		// these bytes again, even unchanged.
 		g.hasSum = false
 		return false, g.fail(err)
 	}
