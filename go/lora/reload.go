@@ -61,7 +61,7 @@ func NewRegistry(ctx context.Context, path string, emb Embedder, log *slog.Logge
 		log = slog.Default()
 	}
 	g := &Registry{path: path, emb: emb, log: log}
-	if _, err := g.load(ctx, false); err != nil {
+	if err := g.load(ctx, false); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -96,7 +96,7 @@ func (g *Registry) Stats() RegistryStats {
 // Reload re-reads and re-embeds the catalog file and swaps the router in when that succeeds. On error
 // the previous router stays in service; the error is logged and returned.
 func (g *Registry) Reload(ctx context.Context) error {
-	_, err := g.load(ctx, false)
+	err := g.load(ctx, false)
 	if err != nil {
 		g.log.Error("lora catalog: reload failed, keeping the previous catalog", "path", g.path, "error", err)
 	}
@@ -104,52 +104,45 @@ func (g *Registry) Reload(ctx context.Context) error {
 }
 
 // load reads, parses and embeds the catalog and swaps the router in. For the watcher (watching), bytes
-// identical to the last read (successful or not) change nothing and report loaded == false: a touch, or
+// identical to the last read (successful or not) change nothing (nil, no reload counted): a touch, or
 // a rewrite of the same content, neither re-embeds the catalog nor counts a second failure; and a file
 // that vanished between the watcher's stat and this read is not a failure either (an error wrapping
 // fs.ErrNotExist: the watcher waits for it to come back).
-func (g *Registry) load(ctx context.Context, watching bool) (loaded bool, err error) {
+func (g *Registry) load(ctx context.Context, watching bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	start := time.Now()
-	vanished := func(err error) bool {
+	unreadable := func(err error) error { // the stat or the read failed
 		if watching && errors.Is(err, fs.ErrNotExist) {
-			g.seen = fileStamp{} // whatever comes back is read
-			return true
+			g.seen = fileStamp{} // vanished: whatever comes back is read
+			return err
 		}
-		return false
+		return g.fail(err)
 	}
 	fi, err := os.Stat(g.path) // before reading: an edit racing with the read shows as a new stamp later
 	if err != nil {
-		err = fmt.Errorf("lora: catalog: %w", err)
-		if vanished(err) {
-			return false, err
-		}
-		return false, g.fail(err)
+		return unreadable(fmt.Errorf("lora: catalog: %w", err))
 	}
 	g.seen = stampOf(fi)
 	data, err := readCatalogFile(g.path, DefaultLimits)
 	if err != nil {
-		if vanished(err) {
-			return false, err
-		}
-		return false, g.fail(err)
+		return unreadable(err)
 	}
 	sum := sha256.Sum256(data)
 	if watching && g.hasSum && sum == g.seenSum {
-		return false, nil
+		return nil
 	}
 	g.seenSum, g.hasSum = sum, true
 	cat, err := parseCatalog(data, DefaultLimits)
 	if err != nil {
-		return false, g.fail(fmt.Errorf("%s: %w", g.path, err))
+		return g.fail(fmt.Errorf("%s: %w", g.path, err))
 	}
 	r, err := NewRouter(ctx, cat, g.emb)
 	if err != nil {
 		// An embedder failure (e.g. a cancelled context) says nothing about the file: the next reload embeds
 		// these bytes again, even unchanged.
 		g.hasSum = false
-		return false, g.fail(err)
+		return g.fail(err)
 	}
 	g.cur.Store(r)
 	g.reloads.Add(1)
@@ -158,7 +151,7 @@ func (g *Registry) load(ctx context.Context, watching bool) (loaded bool, err er
 	g.lastErr.Store(nil)
 	g.log.Info("lora catalog: loaded", "path", g.path, "entries", r.Len(), "dim", r.Dim(),
 		"negative_weight", r.cat.NegativeWeight, "threshold", r.cat.Threshold, "took", time.Since(start).Round(time.Millisecond))
-	return true, nil
+	return nil
 }
 
 // fail records a failed reload (not the first load: there is no catalog to keep yet) and returns err.
@@ -195,7 +188,7 @@ func (g *Registry) Watch(ctx context.Context, interval time.Duration) {
 			changed := stampOf(fi) != g.seen
 			g.mu.Unlock()
 			if changed {
-				if _, err = g.load(ctx, true); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if err = g.load(ctx, true); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					// Counted and kept in Stats; not retried until the file changes again.
 					g.log.Error("lora catalog: reload failed, keeping the previous catalog", "path", g.path, "error", err)
 					err = nil

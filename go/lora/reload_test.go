@@ -261,7 +261,7 @@ func TestWatchReloadsChangedFile(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.load(ctx, true); !errors.Is(err, fs.ErrNotExist) || g.Stats().Failures != 1 {
+	if err := g.load(ctx, true); !errors.Is(err, fs.ErrNotExist) || g.Stats().Failures != 1 {
 		t.Fatalf("reload of a vanished file: %v, stats %+v", err, g.Stats())
 	}
 	waitFor("the missing-file warning", func() bool { return strings.Contains(logs.String(), "cannot stat the file") })
