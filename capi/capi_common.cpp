@@ -5,11 +5,17 @@
 #include <torch/version.h>
 
 #include "capi/capi_internal.h"
+#include "core/runtime/cpu_numerics.h"
 #include "core/runtime/names.h"
 
 #ifndef CN_VERSION_STRING
 #error "CN_VERSION_STRING must be defined by the build"
 #endif
+
+namespace {
+// MKL accepts its reproducibility mode only before its first computation: apply it when the library loads.
+__attribute__((constructor)) void cn_on_load() { (void)cn::runtime::cpu_numerics(); }
+}  // namespace
 
 extern "C" {
 
@@ -28,6 +34,12 @@ const char* cn_build_info(void) {
            ", CUDA kernels off"
 #endif
            ", " __VERSION__ ")";
+}
+
+uint32_t cn_cpu_numerics(const char** description) {
+    const cn::runtime::CpuNumerics& n = cn::runtime::cpu_numerics();
+    if (description) *description = n.description.c_str();
+    return (n.batch_invariant ? CN_CPU_BATCH_INVARIANT : 0u) | (n.thread_invariant ? CN_CPU_THREAD_INVARIANT : 0u);
 }
 
 const char* cn_status_name(cn_status s) { return cn::status_name(s); }

@@ -10,6 +10,7 @@
 #include <c10/util/Half.h>
 
 #include "core/common/status.h"
+#include "kernels/cascade_sum.h"
 
 namespace cn::kernels {
 namespace {
@@ -28,6 +29,27 @@ float lowest_of(c10::ScalarType dt) {
 // nan_to_num's +-Inf replacement.
 float finite_or_max(float v) { return std::isinf(v) ? (v > 0 ? FLT_MAX : -FLT_MAX) : v; }
 
+// The reference's InstanceNorm statistics of one row, in its summation order (kernels/cascade_sum.h).
+void instance_stats(const float* x, int64_t L, float eps, float& loc_out, float& scale_out) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < L; ++t) count += std::isnan(x[t]) ? 0 : 1;
+    const float n = static_cast<float>(count);
+    const float sum = aten_sum::row_sum([&](int64_t i) { return std::isnan(x[i]) ? 0.f : x[i]; }, L);
+    float loc = sum / n;  // 0 / 0 = NaN when every value is missing
+    loc = std::isnan(loc) ? 0.f : finite_or_max(loc);
+    const float sq = aten_sum::row_sum(
+        [&](int64_t i) {
+            const float d = x[i] - loc;
+            const float q = d * d;
+            return std::isnan(q) ? 0.f : q;
+        },
+        L);
+    float scale = std::sqrt(sq / n);
+    scale = std::isnan(scale) ? 1.f : finite_or_max(scale);
+    loc_out = loc;
+    scale_out = scale == 0.f ? eps : scale;
+}
+
 template <class T>
 void preprocess_rows(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& prm, Chronos2Prep& o) {
     const int64_t B = context.size(0), L = context.size(1), p = prm.patch, N = prm.output_patches;
@@ -43,22 +65,8 @@ void preprocess_rows(const at::Tensor& context, const at::Tensor& future, const 
     at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) {
             const float* x = ctx + b * L;
-            double sum = 0, cnt = 0;
-            for (int64_t t = 0; t < L; ++t) {
-                if (!std::isnan(x[t])) sum += x[t], cnt += 1;
-            }
-            float loc = static_cast<float>(sum / cnt);
-            loc = std::isnan(loc) ? 0.f : finite_or_max(loc);
-            double sq = 0;
-            for (int64_t t = 0; t < L; ++t) {
-                if (!std::isnan(x[t])) {
-                    const double d = static_cast<float>(x[t] - loc);  // the difference in fp32, as the reference
-                    sq += d * d;
-                }
-            }
-            float scale = std::sqrt(static_cast<float>(sq / cnt));
-            scale = std::isnan(scale) ? 1.f : finite_or_max(scale);
-            if (scale == 0.f) scale = eps;
+            float loc, scale;
+            instance_stats(x, L, eps, loc, scale);
             locp[b] = loc;
             scalep[b] = scale;
             auto norm = [&](float v) {
@@ -157,6 +165,14 @@ Chronos2Prep allocate(const at::Tensor& context, const at::Tensor& future, const
     return o;
 }
 
+Chronos2Stats allocate_stats(const at::Tensor& context) {
+    if (!context.defined() || context.dim() != 2 || context.scalar_type() != c10::kFloat || !context.is_contiguous() ||
+        context.size(1) < 1) {
+        fail(Status::kInternal, "chronos2_instance_stats: context must be contiguous fp32 [B, L], L >= 1");
+    }
+    return {at::empty({context.size(0)}, context.options()), at::empty({context.size(0)}, context.options())};
+}
+
 void check_post(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q, int64_t p) {
     if (!head.defined() || head.dim() != 3 || !head.is_contiguous() || head.size(2) != Q * p || !loc.defined() ||
         !scale.defined() || loc.numel() != head.size(0) || scale.numel() != head.size(0) ||
@@ -171,6 +187,18 @@ void check_post(const at::Tensor& head, const at::Tensor& loc, const at::Tensor&
 Chronos2Prep chronos2_preprocess_cpu(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p) {
     Chronos2Prep o = allocate(context, future, p);
     dispatch(p.dtype, "chronos2_preprocess", [&](auto tag) { preprocess_rows<decltype(tag)>(context, future, p, o); });
+    return o;
+}
+
+Chronos2Stats chronos2_instance_stats_cpu(const at::Tensor& context, double eps) {
+    Chronos2Stats o = allocate_stats(context);
+    const int64_t L = context.size(1);
+    const float* ctx = context.const_data_ptr<float>();
+    float* loc = o.loc.data_ptr<float>();
+    float* scale = o.scale.data_ptr<float>();
+    at::parallel_for(0, context.size(0), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) instance_stats(ctx + b * L, L, static_cast<float>(eps), loc[b], scale[b]);
+    });
     return o;
 }
 
@@ -194,6 +222,17 @@ Chronos2Prep chronos2_preprocess(const at::Tensor& context, const at::Tensor& fu
     }
 #endif
     return chronos2_preprocess_cpu(context, future, p);
+}
+
+Chronos2Stats chronos2_instance_stats(const at::Tensor& context, double eps) {
+#ifdef CN_WITH_CUDA
+    if (context.is_cuda()) {
+        Chronos2Stats o = allocate_stats(context);
+        chronos2_instance_stats_cuda(context, eps, o);
+        return o;
+    }
+#endif
+    return chronos2_instance_stats_cpu(context, eps);
 }
 
 at::Tensor chronos2_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q,

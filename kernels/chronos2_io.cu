@@ -1,5 +1,6 @@
-// CUDA paths of chronos2_preprocess (one block per series: two fixed-order block reductions, then the
-// token features) and chronos2_postprocess (one thread per output value).
+// CUDA paths of chronos2_preprocess (one block per series: its first warp computes the statistics in the
+// reference's summation order, then the block writes the token features), chronos2_instance_stats (a warp
+// per series) and chronos2_postprocess (one thread per output value).
 #include "kernels/chronos2_io.h"
 
 #include <cfloat>
@@ -7,17 +8,55 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include "kernels/cascade_sum.cuh"
 #include "kernels/cuda_util.cuh"
 
 namespace cn::kernels {
 namespace {
 
-using cuda::block_sum;
 using cuda::from_f;
 using cuda::round_to;
 using cuda::to_f;
 
 __device__ __forceinline__ float finite_or_max(float v) { return isinf(v) ? (v > 0 ? FLT_MAX : -FLT_MAX) : v; }
+
+// chronos2_io.cpp's instance_stats on one warp (every lane gets the results); IEEE division and square root,
+// no contraction of the square into the sums.
+__device__ __forceinline__ void warp_instance_stats(const float* __restrict__ x, int64_t L, float eps, float& loc_out,
+                                                    float& scale_out) {
+    const unsigned full = 0xffffffffu;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    int64_t count = 0;
+    for (int64_t t = lane; t < L; t += 32) count += isnan(x[t]) ? 0 : 1;
+    for (int o = 16; o > 0; o >>= 1) count += __shfl_xor_sync(full, count, o);  // integers: any order
+    const float n = static_cast<float>(count);
+    const float sum = aten_sum::warp_row_sum([&](int64_t i) { return isnan(x[i]) ? 0.f : x[i]; }, L);
+    float loc = __fdiv_rn(sum, n);
+    loc = isnan(loc) ? 0.f : finite_or_max(loc);
+    const float sq = aten_sum::warp_row_sum(
+        [&](int64_t i) {
+            const float d = __fsub_rn(x[i], loc);
+            const float q = __fmul_rn(d, d);
+            return isnan(q) ? 0.f : q;
+        },
+        L);
+    float scale = __fsqrt_rn(__fdiv_rn(sq, n));
+    scale = isnan(scale) ? 1.f : finite_or_max(scale);
+    loc_out = loc;
+    scale_out = scale == 0.f ? eps : scale;
+}
+
+__global__ void instance_stats_kernel(const float* __restrict__ ctx, int64_t B, int64_t L, float eps,
+                                      float* __restrict__ locp, float* __restrict__ scalep) {
+    const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= B) return;  // whole warps leave together
+    float loc, scale;
+    warp_instance_stats(ctx + b * L, L, eps, loc, scale);
+    if (threadIdx.x % 32 == 0) {
+        locp[b] = loc;
+        scalep[b] = scale;
+    }
+}
 
 template <class T>
 __global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __restrict__ fut, int64_t L, int64_t F,
@@ -26,31 +65,19 @@ __global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __
                                   float* __restrict__ locp, float* __restrict__ scalep) {
     const int64_t b = blockIdx.x;
     const float* x = ctx + b * L;
-    double sum = 0, cnt = 0;
-    for (int64_t t = threadIdx.x; t < L; t += blockDim.x) {
-        const float v = x[t];
-        if (!isnan(v)) sum += v, cnt += 1;
-    }
-    sum = block_sum(sum);
-    cnt = block_sum(cnt);
-    float loc = static_cast<float>(sum / cnt);
-    loc = isnan(loc) ? 0.f : finite_or_max(loc);
-    double sq = 0;
-    for (int64_t t = threadIdx.x; t < L; t += blockDim.x) {
-        const float v = x[t];
-        if (!isnan(v)) {
-            const double d = static_cast<float>(v - loc);  // the difference in fp32, as the reference
-            sq += d * d;
+    __shared__ float stats[2];
+    if (threadIdx.x < 32) {
+        float l, sc;
+        warp_instance_stats(x, L, eps, l, sc);
+        if (threadIdx.x == 0) {
+            stats[0] = l;
+            stats[1] = sc;
+            locp[b] = l;
+            scalep[b] = sc;
         }
     }
-    sq = block_sum(sq);
-    float scale = sqrtf(static_cast<float>(sq / cnt));
-    scale = isnan(scale) ? 1.f : finite_or_max(scale);
-    if (scale == 0.f) scale = eps;
-    if (threadIdx.x == 0) {
-        locp[b] = loc;
-        scalep[b] = scale;
-    }
+    __syncthreads();
+    const float loc = stats[0], scale = stats[1];
     const int64_t S = P + 1 + N, pad = P * p - L;
     T* fb = feats + b * (P + N) * 3 * p;
     // Context tokens, then future tokens: one (token, k) element per iteration.
@@ -132,6 +159,20 @@ void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& futur
             o.loc.data_ptr<float>(), o.scale.data_ptr<float>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
+}
+
+void chronos2_instance_stats_cuda(const at::Tensor& context, double eps, Chronos2Stats& o) {
+    c10::cuda::CUDAGuard guard(context.device());
+    const int64_t B = context.size(0);
+    if (B == 0) return;
+    constexpr int64_t kWarps = 4;  // rows per block
+    const int64_t blocks = (B + kWarps - 1) / kWarps;
+    if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "chronos2_instance_stats: too many rows for one launch");
+    instance_stats_kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * kWarps), 0,
+                            at::cuda::getCurrentCUDAStream()>>>(context.const_data_ptr<float>(), B, context.size(1),
+                                                                static_cast<float>(eps), o.loc.data_ptr<float>(),
+                                                                o.scale.data_ptr<float>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q,

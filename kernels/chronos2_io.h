@@ -14,12 +14,14 @@
 //   patch with any observed value, for the REG token and for every future token; else 0), time_bias
 //   [B, P + 1 + N] (0 where valid, the dtype's lowest value elsewhere: the additive attention mask),
 //   loc and scale [B] fp32.
-//   The sums run in fp64 in an order fixed per row (one block per row on CUDA) and are rounded to fp32
-//   once: loc is the fp32-rounded mean (a constant series gets exactly its value, so its normalised
-//   values are exactly 0 even with the 1e-5 scale), within fp32 rounding of ATen's fp32 nanmean, and
-//   never dependent on the other rows. For values so large that fp32 squares overflow (|x - loc| above ~1.8e19)
-//   eager mode's fp32 variance saturates (its scale becomes FLT_MAX) while this computes the true scale: the
-//   two modes differ there by more than rounding.
+//   loc and scale are the reference's InstanceNorm statistics bit for bit: fp32 nansum in ATen's CPU
+//   summation order (kernels/cascade_sum.h), divided by the count in fp32, on every device. A constant series
+//   thus gets the reference's loc (one ulp off its value, say) and the reference's tiny non-zero scale, and
+//   normalises to the same -1/0/+1 values; values whose fp32 squares overflow get the reference's saturated
+//   scale (FLT_MAX). Each row's statistics depend on that row alone.
+//
+// chronos2_instance_stats — loc and scale [B] fp32 of context [B, L] as above, alone (eager mode's
+//   normalisation uses them, so every mode normalises with the same bits).
 //
 // chronos2_postprocess — head [B, N, Q p] (dtype T, "b n (q p)") to predictions [B, Q, N p] fp32:
 //   y = v (or sinh v) * scale + loc, rounded after the multiply and after the add (no fused multiply-add),
@@ -49,10 +51,15 @@ struct Chronos2Prep {
 };
 
 Chronos2Prep chronos2_preprocess(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p);
+struct Chronos2Stats {
+    at::Tensor loc, scale;
+};
+Chronos2Stats chronos2_instance_stats(const at::Tensor& context, double eps);
 at::Tensor chronos2_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t quantiles,
                                 int64_t patch, bool arcsinh);
 
 Chronos2Prep chronos2_preprocess_cpu(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p);
+Chronos2Stats chronos2_instance_stats_cpu(const at::Tensor& context, double eps);
 at::Tensor chronos2_postprocess_cpu(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale,
                                     int64_t quantiles, int64_t patch, bool arcsinh);
 
@@ -60,6 +67,7 @@ at::Tensor chronos2_postprocess_cpu(const at::Tensor& head, const at::Tensor& lo
 // Fill the outputs allocated by the dispatcher (shapes as above).
 void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p,
                               Chronos2Prep& out);
+void chronos2_instance_stats_cuda(const at::Tensor& context, double eps, Chronos2Stats& out);
 void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t quantiles,
                                int64_t patch, bool arcsinh, const at::Tensor& out);
 #endif

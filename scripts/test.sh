@@ -17,18 +17,31 @@ done
 # The embedding tests run on the real MiniLM weights that setup.sh installed; they must not skip here.
 CN_MINILM_DIR="$(cn_minilm_dir)"
 export CN_MINILM_DIR CN_REQUIRE_MINILM=1
+echo "== cpu"
+# The processor and the numerics path the tests run on (results must not depend on them; see docs/architecture.md).
+grep -m1 "model name" /proc/cpuinfo 2>/dev/null || true
+echo "flags: $(grep -m1 -o -w -E 'avx2|avx512f|fma|amx_tile' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')"
+"$CN_BUILD/examples/c/cn_model_info" --numerics || true
+# Every suite runs even when an earlier one fails (a failing C++ test must not hide the Go results); the
+# script fails at the end if any did.
+failed=()
 echo "== ctest"
-(cd "$CN_BUILD" && ctest --output-on-failure -j "${CN_JOBS:-$(nproc)}")
+(cd "$CN_BUILD" && ctest --output-on-failure -j "${CN_JOBS:-$(nproc)}") || failed+=("ctest")
 if [ "$run_go" = 1 ]; then
     echo "== go test -race"
-    "$CN_ROOT/scripts/go.sh" test -race -count=1 ./...
+    "$CN_ROOT/scripts/go.sh" test -race -count=1 ./... || failed+=("go test")
     echo "== go vet (examples/go)"
-    CN_GO_DIR="$CN_ROOT/examples/go" "$CN_ROOT/scripts/go.sh" vet ./...
+    CN_GO_DIR="$CN_ROOT/examples/go" "$CN_ROOT/scripts/go.sh" vet ./... || failed+=("go vet")
     echo "== gofmt -l (go, examples/go)"
     unformatted=$("$("$(cn_go)" env GOROOT)/bin/gofmt" -l "$CN_ROOT/go" "$CN_ROOT/examples/go")
     if [ -n "$unformatted" ]; then
         echo "not gofmt-formatted (run: gofmt -w on them):" >&2
         echo "$unformatted" >&2
-        exit 1
+        failed+=("gofmt")
     fi
 fi
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "== all tests passed"

@@ -83,7 +83,7 @@ extern "C" {
 /* ===================================================================================================== */
 
 #define CN_ABI_VERSION_MAJOR 0
-#define CN_ABI_VERSION_MINOR 1
+#define CN_ABI_VERSION_MINOR 2
 
 /* The ABI version of the loaded library. Either pointer may be NULL. Thread-safe; cannot fail. */
 CN_API void cn_abi_version(uint32_t* major, uint32_t* minor);
@@ -94,6 +94,17 @@ CN_API const char* cn_version(void);
 /* A one-line description of the build: version, torch version, CUDA on/off, compiler. Static storage, not
  * owned by the caller; never NULL. Thread-safe. */
 CN_API const char* cn_build_info(void);
+
+/* How reproducible CPU results are in this process: CN_CPU_* flags. If `description` is not NULL it receives a
+ * one-line account (processor, ATen's CPU kernels, BLAS and its reproducibility mode; static storage, not owned
+ * by the caller). Loading the library sets MKL's conditional numerical reproducibility to AUTO for the process
+ * (no measurable cost), unless MKL_CBWR is set in the environment, whose setting then stands; MKL takes it only
+ * before its first computation, so a host that ran MKL before loading cutenative gets 0 here unless it sets
+ * MKL_CBWR=AUTO itself. The flags describe the batch-invariant forecasters (Chronos-2); Kronos and the embedding
+ * model run the reference's multi-threaded GEMMs. Computed once. Thread-safe; cannot fail. Since ABI 0.2. */
+#define CN_CPU_BATCH_INVARIANT 1u  /* a series' CPU result depends neither on the rest of its call nor on alignment */
+#define CN_CPU_THREAD_INVARIANT 2u /* ... nor on the number of CPU threads */
+CN_API uint32_t cn_cpu_numerics(const char** description);
 
 /* ===================================================================================================== */
 /* Status and errors                                                                                     */

@@ -11,6 +11,7 @@
 #include "core/models/chronos2/chronos2_model.h"
 #include "core/models/kronos/kronos_config.h"
 #include "core/models/kronos/kronos_model.h"
+#include "core/runtime/cpu_numerics.h"
 #include "core/runtime/model.h"
 
 namespace cn {
@@ -23,6 +24,7 @@ bool has_file(const std::string& dir, const char* name) {
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
+    (void)runtime::cpu_numerics();  // MKL's reproducibility mode, before the model's first CPU computation
     ::close(format::open_directory(dir));  // a clear NOT_FOUND for a missing directory
     if (has_file(dir, "model_index.json")) {
         fail(Status::kUnsupported, dir + ": diffusion pipelines (model_index.json) are not supported by this build yet");

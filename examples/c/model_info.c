@@ -1,5 +1,6 @@
-/* Prints what cutenative knows about a model directory.
+/* Prints what cutenative knows about a model directory, or about the process's CPU numerics.
  *   cn_model_info <model_dir> [cpu|cuda] [f32|bf16|f16]
+ *   cn_model_info --numerics
  * Exit status 0 on success, 1 on a cutenative error (its status and message are printed), 2 on usage. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <model_dir> [cpu|cuda] [f32|bf16|f16]\n", argv[0]);
+        fprintf(stderr, "usage: %s <model_dir> [cpu|cuda] [f32|bf16|f16] | --numerics\n", argv[0]);
         return 2;
     }
     uint32_t major = 0, minor = 0;
@@ -20,6 +21,13 @@ int main(int argc, char** argv) {
         return 1;
     }
     printf("%s\n", cn_build_info());
+    if (strcmp(argv[1], "--numerics") == 0) {
+        const char* numerics = NULL;
+        const uint32_t flags = cn_cpu_numerics(&numerics);
+        printf("cpu numerics:    %s (batch-invariant %s, thread-invariant %s)\n", numerics,
+               (flags & CN_CPU_BATCH_INVARIANT) ? "yes" : "no", (flags & CN_CPU_THREAD_INVARIANT) ? "yes" : "no");
+        return 0;
+    }
 
     cn_error* err = NULL;
     if (cn_error_create(&err) != CN_STATUS_OK) return 1;

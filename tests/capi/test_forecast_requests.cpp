@@ -160,7 +160,7 @@ TEST_F(Fixture, CancelAndDeadline) {
 // long as the padded length is the same (every layer runs per series; see chronos2_forward.cpp). This is
 // what lets the server merge requests. Here: four series of equal length in one call vs four calls, and
 // a multivariate group next to a univariate series vs alone.
-void batched_equals_single(Fixture& f) {
+void batched_equals_single(Fixture& f, std::vector<float>* keep = nullptr) {
     auto [model, err, req] = std::tie(f.model, f.err, f.req);
     auto series = [&](size_t n, float ph) { return f.series(n, ph); };
     auto add = [&](const std::vector<float>& v, int64_t g = -1) { f.add(v, g); };
@@ -172,6 +172,7 @@ void batched_equals_single(Fixture& f) {
     ASSERT_EQ(cn_forecast_request_set_horizon(req, 40, err), CN_STATUS_OK);  // includes a rollout step
     std::vector<float> batched;
     ASSERT_EQ(run(&batched), CN_STATUS_OK) << msg();
+    if (keep) *keep = batched;
     const size_t per = batched.size() / 4;
     for (int i = 0; i < 4; ++i) {
         cn_forecast_request* one = nullptr;
@@ -185,7 +186,7 @@ void batched_equals_single(Fixture& f) {
     }
 }
 
-void group_next_to_other_tasks(Fixture& f) {
+void group_next_to_other_tasks(Fixture& f, std::vector<float>* keep = nullptr) {
     auto [model, err, req] = std::tie(f.model, f.err, f.req);
     auto series = [&](size_t n, float ph) { return f.series(n, ph); };
     auto add = [&](const std::vector<float>& v, int64_t g = -1) { f.add(v, g); };
@@ -198,6 +199,7 @@ void group_next_to_other_tasks(Fixture& f) {
     ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
     std::vector<float> mixed;
     ASSERT_EQ(run(&mixed), CN_STATUS_OK) << msg();
+    if (keep) *keep = mixed;
     cn_forecast_request* g = nullptr;
     cn_forecast_request_create(&g, err);
     cn_forecast_request_add_series(g, a.data(), a.size(), 0, nullptr, err);
@@ -219,6 +221,52 @@ TEST_F(Fixture, FusedBatchedEqualsSingleExactly) {
 TEST_F(Fixture, FusedGroupNextToOtherTasksExactly) {
     ASSERT_EQ(cn_model_set_mode(model, CN_MODE_FUSED, err), CN_STATUS_OK) << msg();
     group_next_to_other_tasks(*this);
+}
+
+// With 1, 2 and 4 CPU threads: batched equals single for each, and the answers are the same bits for every
+// thread count (MKL's CNR AUTO set by the library, single-threaded GEMM blocks: kernels/series_linear.h).
+struct ThreadCounts : Fixture {
+    void recreate(int32_t threads, cn_mode mode) {
+        cn_forecast_request_free(req);
+        cn_model_free(model);
+        req = nullptr;
+        model = nullptr;
+        cn_model_params p;
+        cn_model_params_init(&p);
+        p.n_threads = threads;
+        p.mode = mode;
+        ASSERT_EQ(cn_model_create(kTinyA.c_str(), &p, &model, err), CN_STATUS_OK) << msg();
+        ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+    }
+};
+
+TEST_F(ThreadCounts, BatchInvariantAndTheSameForEveryThreadCount) {
+    const bool thread_invariant = (cn_cpu_numerics(nullptr) & CN_CPU_THREAD_INVARIANT) != 0;
+    for (cn_mode mode : {CN_MODE_EAGER, CN_MODE_FUSED}) {
+        std::vector<float> first_batched, first_group;
+        for (int32_t threads : {1, 2, 4}) {
+            SCOPED_TRACE(std::string(cn_mode_name(mode)) + ", " + std::to_string(threads) + " threads");
+            std::vector<float> batched, group;
+            recreate(threads, mode);
+            batched_equals_single(*this, &batched);
+            recreate(threads, mode);
+            group_next_to_other_tasks(*this, &group);
+            if (HasFatalFailure()) return;
+            if (first_batched.empty()) {
+                first_batched = batched;
+                first_group = group;
+            } else if (thread_invariant) {
+                ASSERT_EQ(batched.size(), first_batched.size());
+                for (size_t k = 0; k < batched.size(); ++k) ASSERT_EQ(batched[k], first_batched[k]) << k;
+                for (size_t k = 0; k < group.size(); ++k) ASSERT_EQ(group[k], first_group[k]) << k;
+            }
+        }
+    }
+    if (!thread_invariant) GTEST_SKIP() << "CPU results may depend on the thread count here: " << [] {
+        const char* d = nullptr;
+        cn_cpu_numerics(&d);
+        return std::string(d);
+    }();
 }
 
 TEST(Chronos2Checkpoint, ShapeDisagreeingWithConfigNamesTheTensor) {

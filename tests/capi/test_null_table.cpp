@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -190,6 +192,7 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
     EXPECT_GE(cn_cuda_device_count(), 0);
     EXPECT_NE(cn_version(), nullptr);
     EXPECT_NE(cn_build_info(), nullptr);
+    EXPECT_LE(cn_cpu_numerics(nullptr), CN_CPU_BATCH_INVARIANT | CN_CPU_THREAD_INVARIANT);
 
     cn_error_free(err);
     cn_run_options_free(opts);
@@ -230,4 +233,24 @@ TEST(CApiVersions, AbiAndNames) {
     EXPECT_EQ(cn_mode_from_name("graph", &md), CN_STATUS_OK);
     EXPECT_EQ(md, CN_MODE_GRAPH);
     EXPECT_NE(std::string(cn_build_info()).find(cn_version()), std::string::npos);
+}
+
+// Loading the library sets MKL's reproducibility mode (AUTO) unless MKL_CBWR is set: with MKL (every x86-64
+// LibTorch wheel), Chronos-2's CPU results are then batch- and thread-invariant, and the description says so.
+TEST(CApiVersions, CpuNumericsAreReproducible) {
+    const char* d = nullptr;
+    const uint32_t flags = cn_cpu_numerics(&d);
+    ASSERT_NE(d, nullptr);
+    const std::string desc = d;
+    std::printf("[ cpu      ] %s\n", d);
+    EXPECT_NE(desc.find("processor: "), std::string::npos) << desc;
+    EXPECT_EQ(cn_cpu_numerics(nullptr), flags);
+    if (desc.find("Math Kernel Library") == std::string::npos) GTEST_SKIP() << "LibTorch without MKL: " << desc;
+    const char* env = std::getenv("MKL_CBWR");
+    if (env && *env) {
+        EXPECT_NE(flags & CN_CPU_BATCH_INVARIANT, 0u) << desc;  // any MKL_CBWR value selects a CNR branch
+    } else {
+        EXPECT_EQ(flags, CN_CPU_BATCH_INVARIANT | CN_CPU_THREAD_INVARIANT) << desc;
+        EXPECT_NE(desc.find("CNR AUTO (set by cutenative)"), std::string::npos) << desc;
+    }
 }

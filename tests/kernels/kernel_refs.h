@@ -7,7 +7,10 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
@@ -18,14 +21,17 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cos.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/nanmean.h>
 #include <ATen/ops/nan_to_num.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/sinh.h>
+#include <ATen/ops/square.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
@@ -107,17 +113,29 @@ struct RefPrep {
     at::Tensor feats, valid, time_bias, loc, scale;  // double
 };
 
+// The reference's InstanceNorm statistics (chronos-forecasting 2.3.2 InstanceNorm.forward) in ATen's fp32 CPU ops:
+// loc = nan_to_num(nanmean(x)), scale = nan_to_num(sqrt(nanmean((x - loc)^2)), 1), 0 -> eps. [B] fp32 each.
+// The square root is IEEE's (std::sqrt), as cutenative takes it: ATen's CPU sqrt goes through MKL's vector math,
+// which is within 1 ulp, not correctly rounded (seen on AMD EPYC: 15% of values 1 ulp off), so bits would
+// depend on the processor; sqrt never changes the branch (zero or not).
+inline std::pair<at::Tensor, at::Tensor> ref_instance_stats(const at::Tensor& context, double eps) {
+    const at::Tensor x = context.to(at::kCPU).to(at::kFloat);
+    const at::Tensor loc = at::nan_to_num(at::nanmean(x, -1, /*keepdim=*/true), 0.0);
+    const at::Tensor var = (x - loc).square().nanmean(-1, /*keepdim=*/true).contiguous();
+    at::Tensor root = at::empty_like(var);
+    for (int64_t i = 0; i < var.numel(); ++i) root.data_ptr<float>()[i] = std::sqrt(var.const_data_ptr<float>()[i]);
+    at::Tensor scale = at::nan_to_num(root, 1.0);
+    scale = at::where(scale == 0, at::full({}, eps, at::kFloat), scale);
+    return {loc.view({-1}), scale.view({-1})};
+}
+
+// fp64 transform of the kernel's stated semantics, with the reference's fp32 statistics.
 inline RefPrep ref_preprocess(const at::Tensor& context, const at::Tensor& future, const kernels::Chronos2PrepParams& p) {
     const c10::ScalarType dt = p.dtype;
     const at::Tensor x = context.to(at::kCPU).to(at::kDouble);
     const int64_t B = x.size(0), L = x.size(1), pp = p.patch, N = p.output_patches, P = (L + pp - 1) / pp;
-    const at::Tensor seen = at::isnan(x).logical_not();
-    const at::Tensor cnt = seen.to(at::kDouble).sum(-1, true);
-    at::Tensor loc = at::where(seen, x, at::zeros({}, at::kDouble)).sum(-1, true) / cnt;
-    loc = at::nan_to_num(loc, 0.0);
-    const at::Tensor d = at::where(seen, x - loc, at::zeros({}, at::kDouble));
-    at::Tensor scale = at::nan_to_num(((d * d).sum(-1, true) / cnt).sqrt(), 1.0);
-    scale = at::where(scale == 0, at::full({}, p.eps, at::kDouble), scale);
+    const auto [loc32, scale32] = ref_instance_stats(context, p.eps);
+    const at::Tensor loc = loc32.to(at::kDouble).view({B, 1}), scale = scale32.to(at::kDouble).view({B, 1});
     auto norm = [&](const at::Tensor& v) {
         at::Tensor z = (v - loc) / scale;
         if (p.arcsinh) z = at::asinh(z);
@@ -161,12 +179,48 @@ inline at::Tensor ref_postprocess(const at::Tensor& head, const at::Tensor& loc,
 }
 
 // Random context rows with missing values, an all-missing row, a constant row, large and tiny scales.
+// Rows a statistic must get right: random at many magnitudes, constant at several magnitudes, near-constant,
+// alternating signs, NaN holes, all missing but one, all missing, squares that overflow fp32, mixed extremes;
+// at lengths around the summation order's boundaries (8, 32, 128 values, powers of two) up to 20,000.
+inline std::vector<std::vector<float>> degenerate_rows() {
+    std::vector<int64_t> lengths;
+    for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+    for (int64_t c : {64, 128, 256, 512, 1024, 2048, 4096, 8192}) {
+        for (int64_t d : {-1, 0, 1}) lengths.push_back(c + d);
+    }
+    lengths.push_back(1000);
+    lengths.push_back(20000);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    std::uniform_real_distribution<float> unit(0.f, 1.f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<std::vector<float>> rows;
+    for (int64_t n : lengths) {
+        auto row = [&](auto f) {
+            std::vector<float> r(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = f(i);
+            rows.push_back(std::move(r));
+        };
+        for (float mag : {1e-6f, 1.f, 1e3f, 1e6f}) row([&](int64_t) { return 10.f * mag + mag * normal(rng); });
+        for (float c : {0.f, 0.1f, 1.f, 97.3f, -7.77f, 1e-30f, 1e30f, 3e38f}) row([&](int64_t) { return c; });
+        row([&](int64_t i) { return std::nextafter(1234.5678f, i % 3 == 0 ? 2e3f : 0.f); });  // near-constant
+        row([&](int64_t i) { return i % 2 == 0 ? 42.5f : -42.5f; });
+        row([&](int64_t) { return unit(rng) < 0.3f ? nan : normal(rng); });
+        const int64_t one = static_cast<int64_t>(unit(rng) * static_cast<float>(n)) % n;
+        row([&](int64_t i) { return i == one ? 42.42f : nan; });
+        row([&](int64_t) { return nan; });
+        row([&](int64_t) { return 1e20f * (1.f + normal(rng)); });            // (x - loc)^2 overflows
+        row([&](int64_t i) { return i % 3 == 0 ? 1e30f : (i % 3 == 1 ? 1e-30f : -5.f); });
+    }
+    return rows;
+}
+
 inline at::Tensor make_context(int64_t B, int64_t L, uint64_t seed) {
     at::manual_seed(seed);
     at::Tensor x = at::randn({B, L}, at::kDouble).cumsum(1) * 3.0 + 50.0;
     x = at::where(at::rand({B, L}, at::kDouble) < 0.1, at::full({}, std::numeric_limits<double>::quiet_NaN(), at::kDouble), x);
     if (B > 1) x[1].fill_(std::numeric_limits<double>::quiet_NaN());
-    if (B > 2) x[2].fill_(static_cast<double>(0.1f));  // constant: the scale is 0 and the eps rule applies
+    if (B > 2) x[2].fill_(static_cast<double>(0.1f));  // constant: the reference's fp32 sums decide loc and scale
     if (B > 3) x[3] *= 1e6;
     if (B > 4) x[4] *= 1e-4;
     return x.to(at::kFloat).contiguous();

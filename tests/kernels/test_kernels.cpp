@@ -3,14 +3,21 @@
 // checks run on the CUDA paths in test_kernels_gpu.cpp. Tolerances: kernel_refs.h rtol().
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <vector>
+
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/nansum.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/randn.h>
 
 #include "core/common/status.h"
+#include "kernels/cascade_sum.h"
 #include "kernels/chronos2_io.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -131,18 +138,56 @@ TEST(Chronos2PreprocessCpu, MatchesFp64Reference) {
                     const std::string what = std::string(c10::toString(dt)) + " L=" + std::to_string(L) +
                                              (arcsinh ? " asinh" : "") + (with_future ? " future" : "");
                     EXPECT_EQ(got.context_patches, (L + 15) / 16) << what;
-                    expect_close(got.loc, want.loc, 1e-5, 1e-5 * want.scale.abs().max().item<double>(), what + " loc");
-                    expect_close(got.scale, want.scale, 1e-5, 0, what + " scale");
+                    // The statistics are the reference's fp32 ones bit for bit (the constant row included).
+                    EXPECT_TRUE(at::equal(got.loc.to(at::kDouble), want.loc)) << what;
+                    EXPECT_TRUE(at::equal(got.scale.to(at::kDouble), want.scale)) << what;
                     expect_close(got.feats, want.feats, rtol(dt), 1e-5, what + " feats");
                     EXPECT_TRUE(at::equal(got.valid.to(at::kDouble), want.valid)) << what;
                     EXPECT_TRUE(at::equal(got.time_bias.to(at::kDouble), want.time_bias)) << what;
-                    // The constant row: loc is exactly its value, so every observed value normalises to 0.
-                    EXPECT_EQ(got.scale[2].item<float>(), 1e-5f) << what;
-                    EXPECT_TRUE(got.feats[2].slice(0, 0, got.context_patches).slice(-1, 16, 32).eq(0).all().item<bool>()) << what;
                 }
             }
         }
     }
+}
+
+// kernels/cascade_sum.h is ATen's CPU nansum order: equal bit for bit to at::nansum on every degenerate row
+// (on every x86-64 host: ATen sums with its AVX2 kernel there, AVX-512 ones included).
+TEST(CascadeSumCpu, EqualsATenNansumBitForBit) {
+    size_t rows = 0;
+    for (const auto& r : cn::test::degenerate_rows()) {
+        const int64_t n = static_cast<int64_t>(r.size());
+        const float want = at::nansum(at::from_blob(const_cast<float*>(r.data()), {1, n}, at::kFloat), -1).item<float>();
+        const float got = cn::kernels::aten_sum::row_sum([&](int64_t i) { return std::isnan(r[i]) ? 0.f : r[i]; }, n);
+        ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "n=" << n << " row " << rows << ": " << got << " vs " << want;
+        ++rows;
+    }
+    EXPECT_GT(rows, 1000u);
+}
+
+// chronos2_instance_stats (the normalisation of every Chronos-2 mode) equals the reference's fp32 InstanceNorm
+// statistics bit for bit, row by row and in batches of rows, degenerate rows included.
+TEST(Chronos2InstanceStatsCpu, EqualReferenceBitForBit) {
+    std::map<size_t, std::vector<std::vector<float>>> by_length;
+    for (auto& r : cn::test::degenerate_rows()) by_length[r.size()].push_back(std::move(r));
+    size_t constant_tiny_scale = 0;
+    for (const auto& [n, rows] : by_length) {
+        at::Tensor x = at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(n)}, at::kFloat);
+        for (size_t b = 0; b < rows.size(); ++b) std::memcpy(x[b].data_ptr<float>(), rows[b].data(), n * sizeof(float));
+        const auto got = cn::kernels::chronos2_instance_stats_cpu(x, 1e-5);
+        const auto [loc, scale] = cn::test::ref_instance_stats(x, 1e-5);
+        for (size_t b = 0; b < rows.size(); ++b) {
+            const float gl = got.loc[b].item<float>(), wl = loc[b].item<float>();
+            const float gs = got.scale[b].item<float>(), ws = scale[b].item<float>();
+            ASSERT_EQ(std::memcmp(&gl, &wl, 4), 0) << "n=" << n << " row " << b << " loc " << gl << " vs " << wl;
+            ASSERT_EQ(std::memcmp(&gs, &ws, 4), 0) << "n=" << n << " row " << b << " scale " << gs << " vs " << ws;
+            const auto one = cn::kernels::chronos2_instance_stats_cpu(x.slice(0, b, b + 1).contiguous(), 1e-5);
+            ASSERT_EQ(one.loc.item<float>(), gl);
+            ASSERT_EQ(one.scale.item<float>(), gs);
+            constant_tiny_scale += rows[b][0] == 97.3f && rows[b].back() == 97.3f && gs != 1e-5f;
+        }
+    }
+    // The case this exists for: constant rows whose fp32 mean is off by an ulp get a tiny non-zero scale.
+    EXPECT_GT(constant_tiny_scale, 0u);
 }
 
 TEST(Chronos2PostprocessCpu, MatchesFp64Reference) {

@@ -1,17 +1,22 @@
 #include "core/models/chronos2/chronos2_forward.h"
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/arcsinh.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/index_copy.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/isnan.h>
-#include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/nan_to_num.h>
-#include <ATen/ops/nanmean.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/relu.h>
@@ -20,8 +25,12 @@
 #include <ATen/ops/sinh.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+
+#include "kernels/chronos2_io.h"
+#include "kernels/series_linear.h"
 
 namespace cn::chronos2 {
 namespace {
@@ -37,16 +46,24 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     return weight * y;
 }
 
-// Linear layer applied to each series (index `dim` of x) with its own GEMM, so that a series' result
-// never depends on which other series share the batch: one GEMM over all rows lets BLAS pick blocking
-// and thread splits by the total row count, which changes the rounding. Batch invariance is what lets
-// the server merge requests without changing any answer.
+// A linear layer applied to each series (index `dim` of x) by GEMM calls of its own, so that a series' result
+// depends neither on the other series nor on the thread count (kernels/series_linear.h). Batch invariance is
+// what lets the server merge requests without changing any answer.
 at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, int64_t dim = 0) {
-    const int64_t n = x.size(dim);
+    return kernels::series_linear(x, w, b, dim);
+}
+
+// An elementwise op applied to each series (row `b` of dim 0) by its own ATen call. ATen's CPU loops run the
+// vectorised form of an op over whole vectors and the scalar form over the tail, and for transcendental ops
+// (sinh, arcsinh) the two can differ in the last bit: over the whole batch, which form a value gets would
+// depend on its position in the batch.
+template <class Op>
+at::Tensor per_series(const at::Tensor& x, const Op& op) {
+    if (x.is_cuda()) return op(x);  // CUDA kernels apply the same code to every element
     std::vector<at::Tensor> parts;
-    parts.reserve(n);
-    for (int64_t i = 0; i < n; ++i) parts.push_back(at::linear(x.select(dim, i), w, b));
-    return at::stack(parts, dim);
+    parts.reserve(x.size(0));
+    for (int64_t b = 0; b < x.size(0); ++b) parts.push_back(op(x.select(0, b).contiguous()));
+    return at::stack(parts, 0);
 }
 
 at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
@@ -85,6 +102,32 @@ at::Tensor patch(const at::Tensor& x, int64_t p) {
 
 }  // namespace
 
+at::Tensor group_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                           const at::Tensor& group_ids) {
+    if (q.is_cuda()) return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, /*scale=*/1.0);
+    // Rows by group id, in batch order within each group (the order the group has when it is alone).
+    const at::Tensor ids = group_ids.to(at::kCPU, at::kLong).contiguous();
+    const int64_t* id = ids.const_data_ptr<int64_t>();
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> groups;
+    for (int64_t b = 0; b < ids.numel(); ++b) {
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == id[b]; });
+        if (it == groups.end()) {
+            groups.push_back({id[b], {}});
+            it = std::prev(groups.end());
+        }
+        it->second.push_back(b);
+    }
+    at::Tensor out = at::empty(q.sizes(), q.options());
+    for (const auto& g : groups) {
+        const at::Tensor idx = at::tensor(g.second, at::kLong);
+        const at::Tensor m = mask.index_select(2, idx).index_select(3, idx);
+        const at::Tensor a = at::scaled_dot_product_attention(q.index_select(2, idx), k.index_select(2, idx),
+                                                              v.index_select(2, idx), m, 0.0, false, /*scale=*/1.0);
+        out.index_copy_(2, idx, a);
+    }
+    return out;
+}
+
 double lowest(c10::ScalarType dt) {
     switch (dt) {
         case c10::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
@@ -115,24 +158,13 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
     }
     const int64_t B = context.size(0);
 
-    // Instance normalisation in fp32 (NaN-aware population std; only an exactly zero scale is replaced).
-    // Reduced one series at a time: a reduction over several rows may split each row differently across
-    // threads than a reduction over one, and the result must not depend on the batch.
-    at::Tensor loc, scale;
-    {
-        std::vector<at::Tensor> locs, scales;
-        for (int64_t b = 0; b < B; ++b) {
-            const at::Tensor row = context.slice(0, b, b + 1);
-            const at::Tensor l = at::nan_to_num(at::nanmean(row, -1, /*keepdim=*/true), 0.0);
-            locs.push_back(l);
-            scales.push_back(at::nan_to_num((row - l).square().nanmean(-1, /*keepdim=*/true).sqrt(), 1.0));
-        }
-        loc = at::cat(locs, 0);
-        scale = at::cat(scales, 0);
-    }
-    scale = at::where(scale == 0, at::full({}, kInstanceNormEps, f32), scale);
+    // Instance normalisation in fp32 (NaN-aware population std; only an exactly zero scale is replaced): the
+    // reference's nanmean statistics in its summation order, row by row, on every device (kernels/chronos2_io.h),
+    // so a constant series takes the reference's branch and a row never depends on the others.
+    const kernels::Chronos2Stats stats = kernels::chronos2_instance_stats(context.contiguous(), kInstanceNormEps);
+    const at::Tensor loc = stats.loc.view({B, 1}), scale = stats.scale.view({B, 1});
     at::Tensor z = (context - loc) / scale;
-    if (cfg.use_arcsinh) z = at::arcsinh(z);
+    if (cfg.use_arcsinh) z = per_series(z, [](const at::Tensor& t) { return at::arcsinh(t); });
     z = z.to(dt);
     const at::Tensor mask_dt = mask.to(dt);
 
@@ -157,7 +189,7 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
     at::Tensor fut_vals, fut_mask;
     if (future_covariates.defined()) {
         at::Tensor fc = (future_covariates - loc) / scale;
-        if (cfg.use_arcsinh) fc = at::arcsinh(fc);
+        if (cfg.use_arcsinh) fc = per_series(fc, [](const at::Tensor& t) { return at::arcsinh(t); });
         fc = fc.to(dt);
         at::Tensor fm = at::isnan(fc).logical_not().to(dt);
         fc = at::where(fm > 0.0, fc, at::zeros({}, fdt));
@@ -220,7 +252,7 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
                 const at::Tensor q = split_heads(series_linear(n, l.group_q, {}, 1), H, dk);
                 const at::Tensor k = split_heads(series_linear(n, l.group_k, {}, 1), H, dk);
                 const at::Tensor v = split_heads(series_linear(n, l.group_v, {}, 1), H, dk);
-                const at::Tensor a = at::scaled_dot_product_attention(q, k, v, group_mask, 0.0, false, /*scale=*/1.0);
+                const at::Tensor a = group_attention(q, k, v, group_mask, group_ids);
                 out = series_linear(merge_heads(a), l.group_o, {}, 1);
             }
             hidden = (ht + out).transpose(0, 1);
@@ -239,7 +271,7 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
     at::Tensor preds = head.view({B, N, Q, p}).permute({0, 2, 1, 3}).reshape({B, Q, N * p});
     // Inverse normalisation in fp32.
     preds = preds.to(at::kFloat);
-    if (cfg.use_arcsinh) preds = at::sinh(preds);
+    if (cfg.use_arcsinh) preds = per_series(preds, [](const at::Tensor& t) { return at::sinh(t); });
     preds = preds * scale.view({B, 1, 1}) + loc.view({B, 1, 1});
     return preds;
 }

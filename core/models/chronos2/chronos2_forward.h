@@ -54,6 +54,13 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
                          const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
                          bool singleton_groups);
 
+// Group self-attention of q, k, v [S, H, B, dk] under the additive mask [S, 1, B, B] (rows of different groups
+// masked): SDPA, batch-invariant. On CPU each group attends in a call of its own size (a whole-batch SDPA lets
+// the masked rows of other tasks change the GEMM shapes inside it, hence the rounding); on CUDA the whole batch
+// at once (its kernels compute each query alone, and graph mode needs a layout-free pass).
+at::Tensor group_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                           const at::Tensor& group_ids);
+
 using ForwardFn = at::Tensor (*)(const Chronos2Config&, const Chronos2Weights&, c10::ScalarType, const at::Tensor&,
                                  const at::Tensor&, const at::Tensor&, int64_t, bool);
 

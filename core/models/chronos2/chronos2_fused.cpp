@@ -10,45 +10,27 @@
 // by rounding only; docs/benchmarks.md states the tolerance.
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/addmm.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/linear.h>
-#include <ATen/ops/mm.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
-#include <ATen/ops/stack.h>
 
 #include "core/models/chronos2/chronos2_forward.h"
 #include "kernels/chronos2_io.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/series_linear.h"
 
 namespace cn::chronos2 {
 namespace {
 
-// x [B, R, K] -> [B, R, O], one GEMM per series written into its slice of the output (the same GEMM call
-// at::linear makes for that series, so the result is the same).
+// x [B, R, K] -> [B, R, O] and x [S, B, K] -> [S, B, O] (group attention's layout): GEMMs per series written into
+// the output, batch- and thread-invariant (kernels/series_linear.h).
 at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) {
-    const int64_t B = x.size(0);
-    at::Tensor out = at::empty({B, x.size(1), w.size(0)}, x.options());
-    const at::Tensor wt = w.t();
-    for (int64_t i = 0; i < B; ++i) {
-        at::Tensor o = out.select(0, i);
-        if (b.defined()) at::addmm_out(o, b, x.select(0, i), wt);
-        else at::mm_out(o, x.select(0, i), wt);
-    }
-    return out;
+    return kernels::series_linear(x, w, b, 0);
 }
 
-// Linear layer over dim 1 of x [S, B, K] (group attention's layout), one GEMM per series.
-at::Tensor group_linear(const at::Tensor& x, const at::Tensor& w) {
-    const int64_t n = x.size(1);
-    std::vector<at::Tensor> parts;
-    parts.reserve(n);
-    for (int64_t i = 0; i < n; ++i) parts.push_back(at::linear(x.select(1, i), w));
-    return at::stack(parts, 1);
-}
+at::Tensor group_linear(const at::Tensor& x, const at::Tensor& w) { return kernels::series_linear(x, w, {}, 1); }
 
 at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
     at::Tensor hid = rows_linear(x, w.hidden_w, w.hidden_b);
@@ -121,7 +103,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
                 const at::Tensor q = qkv.select(2, 0).permute({0, 2, 1, 3});
                 const at::Tensor k = qkv.select(2, 1).permute({0, 2, 1, 3});
                 const at::Tensor v = qkv.select(2, 2).permute({0, 2, 1, 3});
-                const at::Tensor a = at::scaled_dot_product_attention(q, k, v, group_mask, 0.0, false, /*scale=*/1.0);
+                const at::Tensor a = group_attention(q, k, v, group_mask, group_ids);
                 delta = group_linear(merge_heads(a), l.group_o).transpose(0, 1).contiguous();
             }
         }

@@ -20,6 +20,7 @@
 #include "core/models/kronos/kronos_graphs.h"
 #endif
 
+#include "core/common/numpy_sum.h"
 #include "core/common/status.h"
 #include "core/format/checkpoint.h"
 #include "core/models/kronos/kronos_config.h"
@@ -409,8 +410,9 @@ private:
         const int64_t B = static_cast<int64_t>(members.size()), S = req.sample_count, P = req.horizon;
         const int64_t M = cfg_.pred.max_context;
         const float clip = static_cast<float>(cfg_.pred.clip);
-        // Inputs [B, T0, 6] float32 normalised as numpy does it (sequential fp32 sums over time, the divisions in
-        // fp64 rounded to fp32), per series; stamps [B, T0 + P, 5].
+        // Inputs [B, T0, 6] float32 normalised as the reference does it with numpy: each channel's mean and std
+        // with numpy's pairwise fp32 sums (core/common/numpy_sum.h; the order decides whether a constant channel
+        // normalises to 0 or to about -0.43), per series; stamps [B, T0 + P, 5].
         std::vector<float> x(B * T0 * 6), stamp(B * (T0 + P) * 5), mean(B * 6), stdv(B * 6);
         for (int64_t b = 0; b < B; ++b) {
             const Task& t = ts[members[b]];
@@ -425,15 +427,8 @@ private:
                 std::copy(row, row + 6, xb + i * 6);
             }
             for (int c = 0; c < 6; ++c) {
-                float sum = 0.f;
-                for (int64_t i = 0; i < T0; ++i) sum += xb[i * 6 + c];
-                const float mu = static_cast<float>(static_cast<double>(sum) / static_cast<double>(T0));
-                float sq = 0.f;
-                for (int64_t i = 0; i < T0; ++i) {
-                    const float d = xb[i * 6 + c] - mu;
-                    sq += d * d;
-                }
-                const float sd = std::sqrt(static_cast<float>(static_cast<double>(sq) / static_cast<double>(T0)));
+                float mu, sd;
+                numpy::column_mean_std(xb + c, T0, 6, mu, sd);
                 mean[b * 6 + c] = mu;
                 stdv[b * 6 + c] = sd;
                 const float den = sd + static_cast<float>(1e-5);
@@ -595,10 +590,8 @@ private:
             for (int64_t h = 0; h < P; ++h) {
                 const int64_t row = Lw - P + h;
                 for (size_t c = 0; c < t.series.size(); ++c) {
-                    // np.mean over the samples: a sequential fp32 sum, divided in fp64, rounded to fp32.
-                    float sum = 0.f;
-                    for (int64_t s = 0; s < S; ++s) sum += zp[((b * S + s) * Lw + row) * 6 + c];
-                    const float m = static_cast<float>(static_cast<double>(sum) / static_cast<double>(S));
+                    // np.mean over the samples (a non-contiguous axis): a sequential fp32 sum.
+                    const float m = numpy::sequential_mean(zp + (b * S * Lw + row) * 6 + c, S, Lw * 6);
                     const float den = stdv[b * 6 + c] + static_cast<float>(1e-5);
                     const size_t series = t.series[c];
                     result[series * static_cast<size_t>(P) + h] = m * den + mean[b * 6 + c];

@@ -1,0 +1,71 @@
+#include "kernels/series_linear.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+
+#include "core/common/status.h"
+
+// MKL's per-thread thread count (exported by libtorch_cpu.so when the wheel links MKL). Weak: null without MKL.
+extern "C" int MKL_Set_Num_Threads_Local(int nt) __attribute__((weak));  // mkl_service.h: mkl_set_num_threads_local
+
+namespace cn::kernels {
+namespace {
+
+// One thread for MKL on this OS thread while in scope (0 restores the global setting, MKL's convention).
+struct MklOneThread {
+    int previous = 0;
+    MklOneThread() {
+        if (MKL_Set_Num_Threads_Local) previous = MKL_Set_Num_Threads_Local(1);
+    }
+    ~MklOneThread() {
+        if (MKL_Set_Num_Threads_Local) MKL_Set_Num_Threads_Local(previous);
+    }
+    MklOneThread(const MklOneThread&) = delete;
+    MklOneThread& operator=(const MklOneThread&) = delete;
+};
+
+void gemm_into(at::Tensor out, const at::Tensor& x, const at::Tensor& wt, const at::Tensor& b) {
+    if (b.defined()) {
+        at::addmm_out(out, b, x, wt);
+    } else {
+        at::mm_out(out, x, wt);
+    }
+}
+
+}  // namespace
+
+bool series_linear_thread_invariant() { return MKL_Set_Num_Threads_Local != nullptr; }
+
+at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim) {
+    if (!x.defined() || !w.defined() || w.dim() != 2 || x.dim() != 3 || dim < 0 || dim > 1 ||
+        x.size(-1) != w.size(1) || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0)))) {
+        fail(Status::kInternal, "series_linear: x [..., K] with the series along a leading dim, w [N, K], b [N]");
+    }
+    std::vector<int64_t> shape = x.sizes().vec();
+    const int64_t N = w.size(0), n = x.size(dim);
+    shape.back() = N;
+    at::Tensor out = at::empty(shape, x.options());
+    const at::Tensor wt = w.t();
+    if (!x.is_cpu()) {
+        for (int64_t i = 0; i < n; ++i) gemm_into(out.select(dim, i), x.select(dim, i), wt, b);
+        return out;
+    }
+    const int64_t blocks = (N + kSeriesLinearBlock - 1) / kSeriesLinearBlock;
+    at::parallel_for(0, n * blocks, 1, [&](int64_t begin, int64_t end) {
+        MklOneThread one;
+        for (int64_t t = begin; t < end; ++t) {
+            const int64_t i = t / blocks, c0 = (t % blocks) * kSeriesLinearBlock;
+            const int64_t c1 = std::min(N, c0 + kSeriesLinearBlock);
+            gemm_into(out.select(dim, i).narrow(-1, c0, c1 - c0), x.select(dim, i), wt.narrow(1, c0, c1 - c0),
+                      b.defined() ? b.narrow(0, c0, c1 - c0) : b);
+        }
+    });
+    return out;
+}
+
+}  // namespace cn::kernels
