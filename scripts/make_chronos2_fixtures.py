@@ -43,9 +43,15 @@ import hashlib
 import json
 import logging
 import math
+import os
+import platform
 import shutil
 import sys
 import warnings
+
+# The reference's MKL GEMMs in the mode cutenative runs them (conditional reproducibility AUTO: no dependence on
+# operand alignment), so a re-run on the same machine reproduces the outputs bit for bit. Set before torch loads.
+os.environ.setdefault("MKL_CBWR", "AUTO")
 from importlib.metadata import version as pkg_version
 from pathlib import Path
 
@@ -81,6 +87,21 @@ MODELS = {
             "use_reg_token": True,
             "use_arcsinh": True,
             "time_encoding_scale": 128,
+        },
+    },
+    "tiny_c": {  # a long context: the reference's fp32 sums cascade through more levels (kernels/cascade_sum.h)
+        "seed": 9012,
+        "core": dict(d_model=32, d_kv=8, num_heads=4, d_ff=64, num_layers=1),
+        "chronos_config": {
+            "context_length": 2048,
+            "input_patch_size": 16,
+            "input_patch_stride": 16,
+            "output_patch_size": 16,
+            "max_output_patches": 2,
+            "quantiles": Q13,
+            "use_reg_token": True,
+            "use_arcsinh": True,
+            "time_encoding_scale": 2048,
         },
     },
     "tiny_b": {
@@ -348,7 +369,61 @@ def build_cases() -> list[dict]:
     add("b_categorical_multivariate_ordinal", "tiny_b", 8, tasks,
         desc="2 targets => categorical covariates are ordinal-encoded (codes of the sorted categories, "
              "missing = n_categories, unseen future label 'z' = NaN)")
+    add_degenerate(add)
     return cases
+
+
+def near_constant(n: int, c: float, every: int = 3) -> np.ndarray:
+    """c with every `every`-th value one ulp above it."""
+    y = np.full(n, c, dtype=np.float32)
+    y[::every] = np.nextafter(np.float32(c), np.float32(np.inf))
+    return y
+
+
+def add_degenerate(add) -> None:
+    """Degenerate families: the normalisation's statistics decide a branch here (a scale of exactly 0 -> eps, or
+    the tiny non-zero scale of a sum that came out one ulp off), so they must be computed in the reference's
+    summation order. Constant series at several magnitudes and lengths (around the order's 8-, 32- and 512-value
+    boundaries), near-constant series, a single observation, all missing but one, extreme magnitudes, alternating
+    signs, a constant channel inside a group. Values whose fp32 squares overflow (|x - loc| > ~1.8e19) are left
+    out: the reference's forecast is then not finite. Own generator, so the cases above keep their inputs."""
+    rng = np.random.default_rng(15)
+    for n in (7, 9, 33, 127):
+        add(f"deg_a_constant_97_3_len{n}", "tiny_a", 8, [{"target": f32(np.full(n, 97.3))}],
+            desc=f"constant 97.3, {n} values")
+    mags = (1e-30, 1e-3, 0.1, 97.3, 1e4, 3e7, 0.0, -7.77)
+    add("deg_a_constant_magnitudes", "tiny_a", 8, [{"target": f32(np.full(60, c))} for c in mags],
+        api="list_of_arrays", desc="constant series of 60 values at magnitudes " + ", ".join(map(str, mags)))
+    add("deg_a_near_constant", "tiny_a", 12,
+        [{"target": near_constant(100, 97.3)}, {"target": near_constant(64, 0.1, every=7)}],
+        api="list_of_arrays", desc="constant but every 3rd (7th) value one ulp above")
+    add("deg_a_single_observation", "tiny_a", 8, [{"target": f32([42.0])}], desc="one value")
+    y = np.full(80, np.nan, dtype=np.float32)
+    y[50] = 3.25
+    z = np.full(80, np.nan, dtype=np.float32)
+    z[-1] = -1e4
+    add("deg_a_all_missing_but_one", "tiny_a", 8, [{"target": y}, {"target": z}], api="list_of_arrays",
+        desc="80 values, all NaN but one (inside, and last)")
+    add("deg_a_extreme_magnitudes", "tiny_a", 8,
+        [{"target": seasonal(rng, 90, 1e-30)}, {"target": seasonal(rng, 90, 1e15, 3e15)}], api="list_of_arrays",
+        desc="seasonal series of order 1e-30 (squares underflow: scale 0 -> eps) and of order 1e15")
+    alt = f32(np.where(np.arange(64) % 2 == 0, 42.5, -42.5))
+    add("deg_a_alternating_signs", "tiny_a", 8, [{"target": alt}, {"target": alt[:63]}], api="list_of_arrays",
+        desc="+-42.5 alternating, 64 and 63 values")
+    add("deg_a_constant_channel_in_group", "tiny_a", 12,
+        [{"target": np.stack([seasonal(rng, 70, 2.0, 10.0), f32(np.full(70, 97.3)), near_constant(70, 5.0)])}],
+        desc="one 3-series group: a varying channel, a constant channel and a near-constant channel")
+    for n in (3, 95):
+        add(f"deg_b_constant_97_3_len{n}", "tiny_b", 8, [{"target": f32(np.full(n, 97.3))}],
+            desc=f"constant 97.3, {n} values (patch 4)")
+    add("deg_b_single_observation", "tiny_b", 8, [{"target": f32([-3.5])}], desc="one value")
+    for n in (513, 1025, 2048, 3000):
+        add(f"deg_c_constant_97_3_len{n}", "tiny_c", 16, [{"target": f32(np.full(n, 97.3))}],
+            desc=f"constant 97.3, {n} values (context 2048: the sums' cascade levels)")
+    add("deg_c_near_constant_long", "tiny_c", 16, [{"target": near_constant(1500, 1234.5678)}],
+        desc="1500 near-constant values")
+    add("deg_c_long_random_walk", "tiny_c", 32, [{"target": random_walk(rng, 2048, 1.0, 100.0)}],
+        desc="a full 2048-value context")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -422,6 +497,18 @@ def run_case(pipe: Chronos2Pipeline, case: dict) -> tuple[list, list]:
     return q_out, m_out
 
 
+def machine() -> str:
+    """The processor and ATen's CPU kernels the outputs were computed with (they differ at rounding level between
+    processors; the statistics that decide branches do not)."""
+    name = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{name}; ATen CPU {torch.backends.cpu.get_cpu_capability()}; MKL_CBWR={os.environ.get('MKL_CBWR')}"
+
+
 def main() -> int:
     torch.set_num_threads(1)  # single-threaded CPU kernels: reproducible reductions
     torch.use_deterministic_algorithms(True)
@@ -468,6 +555,7 @@ def main() -> int:
         "generator": GENERATOR,
         "reference": f"chronos-forecasting {pkg_version('chronos-forecasting')}",
         "torch": torch.__version__,
+        "machine": machine(),
         "defaults": {
             "unrolled_quantiles": DEFAULT_UNROLLED,
             "context_length": "model chronos_config.context_length",

@@ -4,6 +4,10 @@
 // inputs, and row independence. Skips without CUDA.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <map>
+#include <vector>
+
 #include <ATen/Context.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
@@ -120,6 +124,34 @@ TEST(RopeGpu, DeviceHeldPositionOffset) {
         cn::kernels::rope_(y, inv, 0, at::full({1}, 37, at::TensorOptions().dtype(at::kLong).device(at::kCUDA)));
         expect_close(y, cn::test::ref_rope(x, inv, 37), rtol(dt), 1e-6, c10::toString(dt));
     }
+}
+
+// The CUDA statistics (a warp per row, kernels/cascade_sum.cuh) equal the CPU path bit for bit, and so the
+// reference's, on every degenerate row, in batches of equal-length rows and alone; the preprocess kernel's too.
+TEST(Chronos2InstanceStatsGpu, EqualCpuBitForBit) {
+    REQUIRE_CUDA();
+    std::map<size_t, std::vector<std::vector<float>>> by_length;
+    for (auto& r : cn::test::degenerate_rows()) by_length[r.size()].push_back(std::move(r));
+    size_t rows_checked = 0;
+    for (const auto& [n, rows] : by_length) {
+        at::Tensor x = at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(n)}, at::kFloat);
+        for (size_t b = 0; b < rows.size(); ++b) std::memcpy(x[b].data_ptr<float>(), rows[b].data(), n * sizeof(float));
+        const auto cpu = cn::kernels::chronos2_instance_stats_cpu(x, 1e-5);
+        const at::Tensor xc = x.cuda();
+        const auto gpu = cn::kernels::chronos2_instance_stats(xc, 1e-5);
+        ASSERT_TRUE(at::equal(gpu.loc.cpu(), cpu.loc)) << "n=" << n;
+        ASSERT_TRUE(at::equal(gpu.scale.cpu(), cpu.scale)) << "n=" << n;
+        const auto one = cn::kernels::chronos2_instance_stats(xc.slice(0, 1, 2).contiguous(), 1e-5);
+        ASSERT_TRUE(at::equal(one.loc.cpu(), cpu.loc.slice(0, 1, 2))) << "n=" << n;
+        cn::kernels::Chronos2PrepParams p;
+        p.patch = 16;
+        p.output_patches = 1;
+        const auto prep = cn::kernels::chronos2_preprocess(xc, at::Tensor(), p);
+        ASSERT_TRUE(at::equal(prep.loc.cpu(), cpu.loc)) << "n=" << n;
+        ASSERT_TRUE(at::equal(prep.scale.cpu(), cpu.scale)) << "n=" << n;
+        rows_checked += rows.size();
+    }
+    EXPECT_GT(rows_checked, 1000u);
 }
 
 TEST(Chronos2PreprocessGpu, MatchesFp64Reference) {
