@@ -25,6 +25,10 @@ import json
 import os
 import sys
 
+# The reference's MKL GEMMs in the mode cutenative runs them (conditional reproducibility AUTO: no dependence on
+# operand alignment), so a re-run on the same machine reproduces the outputs bit for bit. Set before torch loads.
+os.environ.setdefault("MKL_CBWR", "AUTO")
+
 import numpy as np
 import pandas as pd
 import torch
@@ -61,6 +65,62 @@ def candles(rng, n, start_price, vol_scale):
     amount = volume * (open_ + high + low + close) / 4 * np.exp(rng.normal(0, 0.01, n))
     df = pd.DataFrame(dict(open=open_, high=high, low=low, close=close, volume=volume, amount=amount))
     return df.astype(np.float32).astype(np.float64)  # the values a float32 C caller can pass, exactly
+
+
+def frame(o, h, l, c, v=None, a=None):
+    """An OHLC[V[A]] frame of float32-exact float64 columns."""
+    cols = dict(open=o, high=h, low=l, close=c)
+    if v is not None:
+        cols["volume"] = v
+    if a is not None:
+        cols["amount"] = a
+    return pd.DataFrame({k: np.asarray(x, dtype=np.float32).astype(np.float64) for k, x in cols.items()})
+
+
+def near_constant(n, c, every=3):
+    """c with every `every`-th value one ulp (float32) above it."""
+    y = np.full(n, c, dtype=np.float32)
+    y[::every] = np.nextafter(np.float32(c), np.float32(np.inf))
+    return y
+
+
+def degenerate_cases(case):
+    """Degenerate families: the channels' mean and std decide the normalisation's branch here (a std of exactly 0,
+    or the tiny non-zero std of a sum one ulp off, which normalises a constant channel to about -0.43 instead of 0),
+    so they must be computed in numpy's pairwise order. A halted instrument (open = high = low = close, no volume)
+    at several prices and history lengths around numpy's 8- and 128-value blocks, constant prices with live volume,
+    near-constant prices, a single bar, extreme magnitudes (1e-30; 1e18, the largest whose squares stay finite),
+    alternating values, and more than 8 sample paths (the path average is a sequential numpy sum)."""
+    rng = np.random.default_rng(15)
+
+    def halted(n, c):
+        p = np.full(n, c)
+        return frame(p, p, p, p, np.zeros(n), np.zeros(n))
+
+    for n, c in ((7, 97.3), (9, 97.3), (20, 0.1), (129, 97.3), (300, 1e4), (257, 3.3333)):
+        case(f"deg_a_halted_{c:g}_len{n}".replace(".", "_"), "tiny_a", [n], 4, top_k=1, top_p=1.0, frames=[halted(n, c)])
+    n = 150
+    vol = 1e4 * np.exp(rng.normal(0, 0.5, n))
+    p = np.full(n, 97.3)
+    case("deg_a_constant_prices_live_volume", "tiny_a", [n], 5, T=1.0, top_p=0.9, S=3, seed=31,
+         frames=[frame(p, p, p, p, vol, vol * 97.3)])
+    nc = near_constant(64, 97.3)
+    case("deg_a_near_constant", "tiny_a", [64], 4, top_k=1, top_p=1.0,
+         frames=[frame(nc, near_constant(64, 97.3, 2), nc, near_constant(64, 97.3, 5), np.full(64, 5.0),
+                       np.full(64, 486.5))])
+    case("deg_a_single_bar", "tiny_a", [1], 3, top_k=1, top_p=1.0, frames=[frame([10.0], [10.5], [9.5], [10.25],
+                                                                                   [100.0], [1025.0])])
+    tiny = (candles(rng, 40, 1.0, 1.0) * 1e-30).astype(np.float32).astype(np.float64)
+    case("deg_a_magnitude_1e-30", "tiny_a", [40], 4, top_k=1, top_p=1.0, frames=[tiny])
+    huge = (candles(rng, 40, 5.0, 1.0) * 2e17).astype(np.float32).astype(np.float64)
+    case("deg_a_magnitude_1e18", "tiny_a", [40], 4, top_k=1, top_p=1.0, frames=[huge])
+    alt = np.where(np.arange(50) % 2 == 0, 42.5, 41.5)
+    case("deg_a_alternating", "tiny_a", [50], 4, T=1.0, top_p=0.9, seed=33,
+         frames=[frame(alt, alt + 0.5, alt - 0.5, alt[::-1].copy(), np.full(50, 7.0))], cols=5)
+    case("deg_a_many_samples_halted", "tiny_a", [129], 3, T=1.0, top_p=0.95, S=12, seed=35,
+         frames=[halted(129, 97.3)])
+    case("deg_b_halted_batch", "tiny_b", [40, 40], 4, top_k=1, top_p=1.0,
+         frames=[halted(40, 97.3), halted(40, 1e4)])
 
 
 def stamps(start, n, freq):
@@ -155,6 +215,9 @@ def main():
         d = os.path.join(OUT, name)
         mdl.save_pretrained(d)
         tok.save_pretrained(os.path.join(d, "tokenizer"))
+        for readme in (os.path.join(d, "README.md"), os.path.join(d, "tokenizer", "README.md")):  # hub model cards
+            if os.path.exists(readme):
+                os.remove(readme)
         with open(os.path.join(d, "config.json")) as f:
             c = json.load(f)
         c["max_context"] = cfg["max_context"]
@@ -165,12 +228,13 @@ def main():
     rng = np.random.default_rng(20261122)
     cases = []
 
-    def case(name, model, groups, pred_len, T=1.0, top_k=0, top_p=0.9, S=1, seed=0, cols=6, freq="5min"):
-        """groups: history lengths of the series, in request order."""
+    def case(name, model, groups, pred_len, T=1.0, top_k=0, top_p=0.9, S=1, seed=0, cols=6, freq="5min", frames=None):
+        """groups: history lengths of the series, in request order. frames: the series' DataFrames (else random
+        candles of those lengths)."""
         pr = predictors[model]
         series = []
         for i, n in enumerate(groups):
-            df = candles(rng, n, 50 + 40 * rng.random(), 1e4 * (1 + rng.random()))
+            df = frames[i] if frames is not None else candles(rng, n, 50 + 40 * rng.random(), 1e4 * (1 + rng.random()))
             start = pd.Timestamp("2024-03-29 22:35:00") + pd.Timedelta(days=int(rng.integers(0, 40)))
             ts = stamps(start, n + pred_len, freq)
             series.append((df.iloc[:, :cols], ts[:n], ts[n:].reset_index(drop=True)))
@@ -214,6 +278,7 @@ def main():
     case("b_top_p_samples", "tiny_b", [25], 5, T=1.1, top_p=0.7, S=3, seed=21)
     case("b_sliding_topk", "tiny_b", [45], 6, T=1.0, top_k=3, S=2, seed=8)
     case("b_batch", "tiny_b", [18, 18], 7, T=0.9, top_p=0.95, S=2, seed=17, freq="1h")
+    degenerate_cases(case)
 
     with open(os.path.join(OUT, "cases.json"), "w") as f:
         json.dump(dict(generator="scripts/make_kronos_fixtures.py", reference="shiyu-coder/Kronos 67b630e (eval mode)",

@@ -3,9 +3,9 @@
 // data: a constant column whose sum comes out one ulp off has a tiny non-zero std, and the reference then
 // normalises it to about -0.43 instead of 0. LibTorch-free, host only; compile without FMA contraction.
 //
-// Derived from numpy 2.4.6's source (pandas 3.1.1 builds the array) and checked bit for bit against numpy on
-// 100,920 random columns of lengths 1..20,000 (constant, near-constant, alternating, extreme and subnormal
-// values included).
+// Derived from numpy 2.4.6's source (pandas 3.1.1 builds the array); tests/common/test_numpy_sum.cpp checks it
+// bit for bit against numpy's outputs (scripts/make_numpy_sum_fixture.py: constant, near-constant, alternating,
+// 1e-30 and 1e18 columns of 1 to 20,000 values), and the Kronos fixtures' degenerate cases end to end.
 //
 //   pairwise_sum (numpy's FLOAT_pairwise_sum, loops_utils.h.src):
 //     n < 8:    r = -0.0, then each value added in order
