@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
@@ -56,7 +57,9 @@ at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
         return out;
     }
     const int64_t blocks = (N + kSeriesLinearBlock - 1) / kSeriesLinearBlock;
+    const at::ThreadLocalState state;  // InferenceMode and the rest of the caller's thread-local state
     at::parallel_for(0, n * blocks, 1, [&](int64_t begin, int64_t end) {
+        const at::ThreadLocalStateGuard guard(state);
         MklOneThread one;
         for (int64_t t = begin; t < end; ++t) {
             const int64_t i = t / blocks, c0 = (t % blocks) * kSeriesLinearBlock;
