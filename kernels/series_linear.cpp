@@ -43,7 +43,12 @@ void gemm_into(at::Tensor out, const at::Tensor& x, const at::Tensor& wt, const 
 bool series_linear_thread_invariant() { return MKL_Set_Num_Threads_Local != nullptr; }
 
 at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim) {
-    if (!x.defined() || !w.defined() || w.dim() != 2 || x.dim() != 3 || dim < 0 || dim > 1 ||
+    return series_linear_blocked(x, w, b, dim, kSeriesLinearBlock);
+}
+
+at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim,
+                                 int64_t block) {
+    if (block < 1 || !x.defined() || !w.defined() || w.dim() != 2 || x.dim() != 3 || dim < 0 || dim > 1 ||
         x.size(-1) != w.size(1) || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0)))) {
         fail(Status::kInternal, "series_linear: x [..., K] with the series along a leading dim, w [N, K], b [N]");
     }
@@ -56,14 +61,14 @@ at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
         for (int64_t i = 0; i < n; ++i) gemm_into(out.select(dim, i), x.select(dim, i), wt, b);
         return out;
     }
-    const int64_t blocks = (N + kSeriesLinearBlock - 1) / kSeriesLinearBlock;
+    const int64_t blocks = (N + block - 1) / block;
     const at::ThreadLocalState state;  // InferenceMode and the rest of the caller's thread-local state
     at::parallel_for(0, n * blocks, 1, [&](int64_t begin, int64_t end) {
         const at::ThreadLocalStateGuard guard(state);
         MklOneThread one;
         for (int64_t t = begin; t < end; ++t) {
-            const int64_t i = t / blocks, c0 = (t % blocks) * kSeriesLinearBlock;
-            const int64_t c1 = std::min(N, c0 + kSeriesLinearBlock);
+            const int64_t i = t / blocks, c0 = (t % blocks) * block;
+            const int64_t c1 = std::min(N, c0 + block);
             gemm_into(out.select(dim, i).narrow(-1, c0, c1 - c0), x.select(dim, i), wt.narrow(1, c0, c1 - c0),
                       b.defined() ? b.narrow(0, c0, c1 - c0) : b);
         }
