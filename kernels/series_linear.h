@@ -20,7 +20,10 @@
 
 namespace cn::kernels {
 
-constexpr int64_t kSeriesLinearBlock = 128;
+// 64: on a 16-core Xeon a batch of one runs the model's linear layers 1.2x slower than one threaded GEMM per series
+// (128: 1.7x, 256: 2.0x), batches of 8 and 32 0.94x and 0.53x; on 2 cores every width costs the same
+// (docs/benchmarks.md, cn_bench_cpu).
+constexpr int64_t kSeriesLinearBlock = 64;
 
 at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, int64_t dim = 0);
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -21,6 +22,20 @@ func TestVersion(t *testing.T) {
 	mustContain(t, BuildInfo(), Version())
 	if n := CUDADeviceCount(); n < 0 {
 		t.Fatalf("device count %d", n)
+	}
+}
+
+// The library sets MKL's reproducibility mode when it loads (unless MKL_CBWR is set): with an MKL LibTorch
+// (every x86-64 wheel) CPU forecasts are batch- and thread-invariant, which the server's merging relies on.
+func TestCPUNumerics(t *testing.T) {
+	n := CPUNumericsInfo()
+	mustContain(t, n.Description, "processor: ")
+	if n.ThreadInvariant && !n.BatchInvariant {
+		t.Fatalf("thread-invariant without batch invariance: %+v", n)
+	}
+	if strings.Contains(n.Description, "Math Kernel Library") && os.Getenv("MKL_CBWR") == "" &&
+		(!n.BatchInvariant || !n.ThreadInvariant) {
+		t.Fatalf("MKL present and MKL_CBWR unset, yet not reproducible: %+v", n)
 	}
 }
 

@@ -1,7 +1,7 @@
 // What cutenative's CPU reproducibility measures cost, on Chronos-2 base's linear layers (d_model 768, d_ff 3072;
 // 36 tokens per series: context 512 in patches of 16, the REG token and 3 output patches, H=48): the previous
 // code (at::linear once per series, MKL threaded over all intra-op threads) against kernels::series_linear
-// (128-column blocks, each a single-threaded GEMM, blocks in parallel), with MKL's conditional numerical
+// (64-column blocks, each a single-threaded GEMM, blocks in parallel), with MKL's conditional numerical
 // reproducibility at MKL's default or AUTO (what the library sets; core/runtime/cpu_numerics.h).
 //   cn_bench_cpu [--cnr] [--threads N] [--blocks 32,64,256]   (--cnr: set AUTO first, as loading libcutenative
 //                                                             does; --blocks: other block widths, for comparison)

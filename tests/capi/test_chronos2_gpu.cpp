@@ -49,7 +49,7 @@ double scale_of(const std::vector<float>& v) {
 void run_cases(int dtype, double rtol, double atol_per_scale, double max_rel_mae, int mode = CN_MODE_EAGER) {
     std::ifstream f(std::string(CN_FIXTURES_DIR) + "/chronos2/cases.json");
     const json all = json::parse(f);
-    for (const std::string model_name : {"tiny_a", "tiny_b"}) {
+    for (const std::string model_name : {"tiny_a", "tiny_b", "tiny_c"}) {
         cn_model_params p;
         cn_model_params_init(&p);
         p.device_type = CN_DEVICE_CUDA;

@@ -255,6 +255,12 @@ func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string,
 	go func() { errc <- httpSrv.ListenAndServe() }() // liveness answers while models load
 	log.Info("listening", "addr", listen, "models", dirs, "device", device, "dtype", dtype, "auth", len(keys) > 0,
 		"library", cutenative.BuildInfo(), "lora_catalog", lo.catalog, "embed_model", lo.embedModel)
+	if num := cutenative.CPUNumericsInfo(); num.BatchInvariant {
+		log.Info("cpu numerics", "batch_invariant", true, "thread_invariant", num.ThreadInvariant, "detail", num.Description)
+	} else {
+		// Merged requests may then differ in the last bit from unmerged ones on CPU models.
+		log.Warn("cpu numerics: CPU results may depend on the batch", "detail", num.Description)
+	}
 	if err := srv.Load(); err != nil {
 		_ = httpSrv.Close()
 		return err
