@@ -112,10 +112,13 @@ private:
             const at::Tensor h = at::gelu(l.up(x));  // exact (erf) GELU
             x = at::layer_norm(l.down(h) + x, {H}, l.out_norm.w, l.out_norm.b, eps);
         }
-        at::Tensor pooled = cfg_.pooling == Pooling::kMean ? x.sum(1) / static_cast<double>(T) : x.select(1, 0);
-        pooled = pooled.to(at::kFloat).view({H});
-        // F.normalize: x / max(||x||, 1e-12)
-        return pooled / pooled.norm().clamp_min(1e-12);
+        // Mean pooling as sentence-transformers does it: sum and divide in fp32 (also for bf16/fp16 token embeddings),
+        // then round once to the model's dtype; Normalize (F.normalize: x / max(||x||, 1e-12)) in that dtype.
+        at::Tensor pooled = cfg_.pooling == Pooling::kMean
+                                ? (x.sum(1, /*keepdim=*/false, at::kFloat) / static_cast<double>(T)).to(x.scalar_type())
+                                : x.select(1, 0);
+        pooled = pooled.view({H});
+        return (pooled / pooled.norm().clamp_min(1e-12)).to(at::kFloat);
     }
 
     BertConfig cfg_;
