@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -213,6 +215,19 @@ inline std::vector<std::vector<float>> degenerate_rows() {
         row([&](int64_t i) { return i % 3 == 0 ? 1e30f : (i % 3 == 1 ? 1e-30f : -5.f); });
     }
     return rows;
+}
+
+// degenerate_rows() grouped by length: one [rows, n] fp32 tensor per length n.
+inline std::map<int64_t, at::Tensor> degenerate_batches() {
+    std::map<int64_t, std::vector<std::vector<float>>> by_length;
+    for (auto& r : degenerate_rows()) by_length[static_cast<int64_t>(r.size())].push_back(std::move(r));
+    std::map<int64_t, at::Tensor> out;
+    for (const auto& [n, rows] : by_length) {
+        at::Tensor x = at::empty({static_cast<int64_t>(rows.size()), n}, at::kFloat);
+        for (size_t b = 0; b < rows.size(); ++b) std::copy(rows[b].begin(), rows[b].end(), x[static_cast<int64_t>(b)].data_ptr<float>());
+        out.emplace(n, x);
+    }
+    return out;
 }
 
 inline at::Tensor make_context(int64_t B, int64_t L, uint64_t seed) {

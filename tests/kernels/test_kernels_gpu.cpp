@@ -130,12 +130,8 @@ TEST(RopeGpu, DeviceHeldPositionOffset) {
 // reference's, on every degenerate row, in batches of equal-length rows and alone; the preprocess kernel's too.
 TEST(Chronos2InstanceStatsGpu, EqualCpuBitForBit) {
     REQUIRE_CUDA();
-    std::map<size_t, std::vector<std::vector<float>>> by_length;
-    for (auto& r : cn::test::degenerate_rows()) by_length[r.size()].push_back(std::move(r));
     size_t rows_checked = 0;
-    for (const auto& [n, rows] : by_length) {
-        at::Tensor x = at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(n)}, at::kFloat);
-        for (size_t b = 0; b < rows.size(); ++b) std::memcpy(x[b].data_ptr<float>(), rows[b].data(), n * sizeof(float));
+    for (const auto& [n, x] : cn::test::degenerate_batches()) {
         const auto cpu = cn::kernels::chronos2_instance_stats_cpu(x, 1e-5);
         const at::Tensor xc = x.cuda();
         const auto gpu = cn::kernels::chronos2_instance_stats(xc, 1e-5);
@@ -149,7 +145,7 @@ TEST(Chronos2InstanceStatsGpu, EqualCpuBitForBit) {
         const auto prep = cn::kernels::chronos2_preprocess(xc, at::Tensor(), p);
         ASSERT_TRUE(at::equal(prep.loc.cpu(), cpu.loc)) << "n=" << n;
         ASSERT_TRUE(at::equal(prep.scale.cpu(), cpu.scale)) << "n=" << n;
-        rows_checked += rows.size();
+        rows_checked += static_cast<size_t>(x.size(0));
     }
     EXPECT_GT(rows_checked, 1000u);
 }
