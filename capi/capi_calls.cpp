@@ -1,5 +1,6 @@
 // The long calls: forecast, embed, generate. Each sets inference mode and the model's device for its own
 // thread, marks itself in flight (so set_mode answers BUSY) and arms the run options.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,26 @@ void cn_forecast_shape_init(cn_forecast_shape* shape) {
     shape->struct_size = sizeof(*shape);
 }
 
+namespace {
+
+// The model's shape for req, refused beyond CN_FORECAST_MAX_VALUES (the caller allocates n_values floats).
+cn::ForecastShape bounded_shape(const cn_model* model, const cn_forecast_request* req) {
+    const cn::ForecastShape s = model->impl->forecast_shape(req->r);
+    const uint64_t limit = CN_FORECAST_MAX_VALUES;
+    // Each factor is bounded (series by memory, outputs by the level limit, horizon by 2^20), so the
+    // products fit in 64 bits; check the factors anyway before multiplying.
+    const bool huge = s.n_series > limit || s.n_outputs > limit || s.horizon > limit || s.n_samples > limit;
+    if (huge || s.n_values() > limit || s.n_sample_values() > limit) {
+        cn::fail(Status::kInvalidArgument,
+                 "the forecast would hold " + (huge ? std::string("more than 2^28") : std::to_string(std::max(s.n_values(), s.n_sample_values()))) +
+                     " values (series x outputs x horizon" + (s.n_samples ? std::string(" x samples") : std::string()) +
+                     "), above the library's limit of " + std::to_string(limit) + " (CN_FORECAST_MAX_VALUES)");
+    }
+    return s;
+}
+
+}  // namespace
+
 cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request* req, cn_forecast_shape* shape,
                                 cn_error* err) {
     return guarded(err, [&] {
@@ -46,7 +67,7 @@ cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request
         if (shape->struct_size < sizeof(cn_forecast_shape)) {
             cn::fail(Status::kInvalidArgument, "shape: struct_size too small; initialise with cn_forecast_shape_init");
         }
-        const cn::ForecastShape s = model->impl->forecast_shape(req->r);
+        const cn::ForecastShape s = bounded_shape(model, req);
         shape->n_series = s.n_series;
         shape->n_outputs = s.n_outputs;
         shape->horizon = s.horizon;
@@ -63,6 +84,7 @@ cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn_run_op
         require(req, "req");
         require(out, "out");
         if (!samples && samples_count > 0) cn::fail(Status::kInvalidArgument, "samples is NULL but samples_count is not 0");
+        (void)bounded_shape(model, req);
         run_call(model, opts, [&](cn::RunContext& run) {
             model->impl->forecast(req->r, run, out, out_count, samples, samples_count);
         });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: sets up what is missing, builds, runs every C++ test (ctest; "gpu"-labelled
-# tests skip without a CUDA device), the Go tests with the race detector, go vet of examples/go and a gofmt check.
+# tests skip without a CUDA device), the Go tests with the race detector, a short fuzz run of the server's request
+# decoding, go vet of examples/go and a gofmt check.
 #   scripts/test.sh [--no-go]      (--no-go on machines without Go, e.g. the CUDA machine)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -30,6 +31,8 @@ echo "== ctest"
 if [ "$run_go" = 1 ]; then
     echo "== go test -race"
     "$CN_ROOT/scripts/go.sh" test -race -count=1 ./... || failed+=("go test")
+    echo "== go fuzz (request decoding, 15 s)"
+    "$CN_ROOT/scripts/go.sh" test -run '^$' -fuzz '^FuzzDecodeForecast$' -fuzztime 15s ./server || failed+=("go fuzz")
     echo "== go vet (examples/go)"
     CN_GO_DIR="$CN_ROOT/examples/go" "$CN_ROOT/scripts/go.sh" vet ./... || failed+=("go vet")
     echo "== gofmt -l (go, examples/go)"

@@ -402,7 +402,13 @@ typedef struct cn_forecast_shape {
 /* Sets struct_size and zeroes the rest. NULL is ignored. */
 CN_API void cn_forecast_shape_init(cn_forecast_shape* shape);
 
-/* Computes the output shape of `req` on `model` without running it (validates the request's structure). */
+/* The largest forecast one call may produce: CN_FORECAST_MAX_VALUES floats (1 GiB) in `out`, and as many in
+ * `samples`. A request beyond it is INVALID_ARGUMENT from cn_forecast_get_shape and cn_forecast, naming the
+ * count, before anything proportional to it is allocated. Servers should set lower limits of their own. */
+#define CN_FORECAST_MAX_VALUES 268435456ull
+
+/* Computes the output shape of `req` on `model` without running it (validates the request's structure and
+ * the CN_FORECAST_MAX_VALUES bound). */
 CN_API cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request* req,
                                        cn_forecast_shape* shape, cn_error* err);
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cutenative/cutenative/go/internal/jsonstrict"
 )
 
 // Defaults of a catalog file's optional fields. Both were tuned on the dev split of the labelled prompt
@@ -281,60 +283,11 @@ func checkName(s string, max int) error {
 	return nil
 }
 
-// checkStructure walks the document's tokens: it rejects duplicate object keys (encoding/json keeps the
-// last one silently), nesting deeper than maxDepth and trailing data after the top-level value.
+// checkStructure rejects duplicate object keys, nesting deeper than maxDepth and trailing data
+// (internal/jsonstrict).
 func checkStructure(data []byte, maxDepth int) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		object bool
-		keys   map[string]struct{}
-		key    bool // in an object: the next token is a key or '}'
+	if err := jsonstrict.Check(data, maxDepth, "catalog object"); err != nil {
+		return invalid("%v", err)
 	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			if len(stack) != 0 {
-				return invalid("malformed JSON: unexpected end of document")
-			}
-			return nil
-		}
-		if err != nil {
-			return invalid("malformed JSON: %v", err)
-		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].key {
-			if k, ok := tok.(string); ok {
-				top := stack[n-1]
-				if _, dup := top.keys[k]; dup {
-					return invalid("duplicate key %q", k)
-				}
-				top.keys[k] = struct{}{}
-				top.key = false
-				continue
-			}
-		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{', '[':
-				if len(stack) >= maxDepth {
-					return invalid("JSON nested deeper than %d levels", maxDepth)
-				}
-				stack = append(stack, &frame{object: d == '{', keys: map[string]struct{}{}, key: d == '{'})
-				continue
-			default: // '}' or ']'
-				stack = stack[:len(stack)-1]
-			}
-		}
-		// A whole value (a scalar or a closed container) was consumed.
-		if len(stack) == 0 {
-			if dec.More() {
-				return invalid("malformed JSON: trailing data after the catalog object")
-			}
-			continue
-		}
-		if top := stack[len(stack)-1]; top.object {
-			top.key = true
-		}
-	}
+	return nil
 }

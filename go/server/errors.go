@@ -52,15 +52,33 @@ func fromError(err error) *apiError {
 	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON encodes v before anything is sent: a value that cannot be encoded (NaN in a forecast, say) is a
+// logged 500 with a JSON body, never a 200 with an empty one.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) *apiError {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.logger().Error("cannot encode the response", "status", status, "error", err)
+		return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "the response could not be encoded"}
+	}
+	writeBody(w, status, append(body, '\n'))
+	return nil
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(body)
+}
+
+// writeJSONStatic writes small fixed bodies (health answers, error bodies) that always encode.
+func writeJSONStatic(w http.ResponseWriter, status int, v any) {
+	body, _ := json.Marshal(v)
+	writeBody(w, status, append(body, '\n'))
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, api.ErrorResponse{Error: api.Error{Code: e.Code, Message: e.Message}})
+	writeJSONStatic(w, e.Status, api.ErrorResponse{Error: api.Error{Code: e.Code, Message: e.Message}})
 }

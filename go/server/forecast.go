@@ -1,18 +1,23 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
+	"github.com/cutenative/cutenative/go/internal/jsonstrict"
 )
 
 // forecastRequest is a decoded POST /v1/forecast body plus what validation derives from it.
@@ -23,38 +28,40 @@ type forecastRequest struct {
 
 var defaultQuantiles = []float64{0.1, 0.5, 0.9}
 
-// limits bounds what one request may ask for.
+// limits bounds what one request may ask for. Every size the request implies is checked against them, in
+// int64 arithmetic, before anything proportional to it is allocated (future timestamps included).
 type limits struct {
-	MaxSeries     int
-	MaxSeriesLen  int
-	MaxCovariates int
-	MaxQuantiles  int
+	MaxSeries       int
+	MaxSeriesLen    int
+	MaxCovariates   int
+	MaxQuantiles    int
+	MaxHorizon      int   // the server's limit (-max-horizon)
+	ModelMaxHorizon int64 // the model's own limit (cn_model_info.max_horizon)
+	MaxOutputValues int64 // series x quantile levels x horizon
+	MaxInputValues  int64 // values and covariate values, over all series
 }
 
-// decodeForecast parses and validates a request body (already size-limited by the caller).
-func decodeForecast(body io.Reader, lim limits) (*forecastRequest, error) {
+// maxJSONDepth bounds nesting in request bodies (a request needs 4 levels).
+const maxJSONDepth = 16
+
+// decodeForecast parses a request body (already read whole, size-limited and checked to be UTF-8): duplicate
+// keys, trailing data, unknown fields and wrong types are 400s.
+func decodeForecast(data []byte) (*forecastRequest, error) {
 	var wire api.ForecastRequest
-	if err := decodeBody(body, &wire); err != nil {
+	if err := decodeBody(data, &wire); err != nil {
 		return nil, err
 	}
-	req := &forecastRequest{ForecastRequest: wire}
-	if err := req.validate(lim); err != nil {
-		return nil, err
-	}
-	return req, nil
+	return &forecastRequest{ForecastRequest: wire}, nil
 }
 
-// decodeBody decodes one JSON object into v: unknown fields, trailing data, wrong types and an oversized
-// body (http.MaxBytesReader) are 400s.
-func decodeBody(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
+// decodeBody decodes one JSON object into v after internal/jsonstrict's checks.
+func decodeBody(data []byte, v any) error {
+	if err := jsonstrict.Check(data, maxJSONDepth, "request object"); err != nil {
+		return badRequest(err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &apiError{Status: http.StatusBadRequest, Code: "body_too_large",
-				Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
-		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field == "" {
@@ -64,15 +71,45 @@ func decodeBody(body io.Reader, v any) error {
 		}
 		return badRequest("malformed JSON: " + err.Error())
 	}
-	if dec.More() {
-		return badRequest("malformed JSON: trailing data after the request object")
-	}
 	return nil
 }
 
+// readBody reads the whole body within limit bytes: a larger body is 400 body_too_large, a client too slow
+// for the server's read timeout is 408, a body that is not UTF-8 is 400 (encoding/json would replace the
+// bad bytes silently). Read errors never echo socket addresses.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
+			return nil, &apiError{Status: http.StatusBadRequest, Code: "body_too_large",
+				Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
+		case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+			return nil, &apiError{Status: http.StatusRequestTimeout, Code: "request_timeout",
+				Message: "the request body did not arrive within the server's read timeout"}
+		default:
+			return nil, badRequest("the request body could not be read")
+		}
+	}
+	if !utf8.Valid(data) {
+		return nil, badRequest("the request body is not valid UTF-8")
+	}
+	return data, nil
+}
+
+// validate checks the request against lim: first every size it implies (cheap, no allocation), then the
+// values, then the timestamps (whose extension is bounded by the output limit by then).
 func (r *forecastRequest) validate(lim limits) error {
 	if r.Horizon < 1 {
 		return badRequest("horizon: must be >= 1")
+	}
+	if int64(r.Horizon) > lim.ModelMaxHorizon {
+		return badRequest(fmt.Sprintf("horizon: %d exceeds the model's limit of %d", r.Horizon, lim.ModelMaxHorizon))
+	}
+	if r.Horizon > lim.MaxHorizon {
+		return badRequest(fmt.Sprintf("horizon: %d exceeds the server's limit of %d (-max-horizon)", r.Horizon, lim.MaxHorizon))
 	}
 	if len(r.Series) == 0 {
 		return badRequest("series: at least one series is required")
@@ -82,6 +119,27 @@ func (r *forecastRequest) validate(lim limits) error {
 	}
 	if len(r.Quantiles) > lim.MaxQuantiles {
 		return badRequest(fmt.Sprintf("quantiles: at most %d levels", lim.MaxQuantiles))
+	}
+	levels := len(r.Quantiles)
+	if r.Quantiles == nil {
+		levels = len(defaultQuantiles)
+	}
+	// Both factors are bounded (series <= MaxSeries, levels <= MaxQuantiles, horizon <= MaxHorizon), so
+	// the int64 product cannot overflow for any configuration that fits in memory.
+	if out := int64(len(r.Series)) * int64(levels) * int64(r.Horizon); out > lim.MaxOutputValues {
+		return badRequest(fmt.Sprintf("the forecast would hold %d values (%d series x %d quantile levels x horizon %d), "+
+			"above the limit of %d (-max-output-values)", out, len(r.Series), levels, r.Horizon, lim.MaxOutputValues))
+	}
+	var in int64
+	for _, s := range r.Series {
+		in += int64(len(s.Values))
+		for _, c := range s.Covariates {
+			in += int64(len(c.Past) + len(c.Future) + len(c.PastLabels) + len(c.FutureLabels))
+		}
+	}
+	if in > lim.MaxInputValues {
+		return badRequest(fmt.Sprintf("the request holds %d input values (series and covariates), above the limit of %d",
+			in, lim.MaxInputValues))
 	}
 	for i, q := range r.Quantiles {
 		if !(q > 0 && q < 1) {
@@ -105,11 +163,6 @@ func (r *forecastRequest) validate(lim limits) error {
 		if s.Timestamps != nil && len(s.Timestamps) != len(s.Values) {
 			return badRequest(fmt.Sprintf("%s.timestamps: %d timestamps for %d values", at, len(s.Timestamps), len(s.Values)))
 		}
-		fut, err := futureTimestamps(s.Timestamps, r.Horizon)
-		if err != nil {
-			return badRequest(at + "." + err.(*apiError).Message)
-		}
-		r.future = append(r.future, fut)
 		if len(s.Covariates) > lim.MaxCovariates {
 			return badRequest(fmt.Sprintf("%s.covariates: at most %d", at, lim.MaxCovariates))
 		}
@@ -134,6 +187,13 @@ func (r *forecastRequest) validate(lim limits) error {
 				return err
 			}
 		}
+	}
+	for i, s := range r.Series {
+		fut, err := futureTimestamps(s.Timestamps, r.Horizon)
+		if err != nil {
+			return badRequest(fmt.Sprintf("series[%d].%s", i, err.(*apiError).Message))
+		}
+		r.future = append(r.future, fut)
 	}
 	return nil
 }
@@ -262,9 +322,13 @@ func futureTimestamps(stamps []string, horizon int) ([]string, error) {
 		m, ok := months(ts[i-1], ts[i])
 		monthly = ok && m == step
 	}
-	out := make([]string, horizon)
 	last := ts[len(ts)-1]
 	if monthly && step > 0 {
+		// Years past 9999 cannot be written in these formats; AddDate takes the month count whole.
+		if end := last.AddDate(0, step*horizon, 0); end.Year() > 9999 {
+			return nil, badRequest(fmt.Sprintf("timestamps: the forecast's last step would fall in the year %d (after 9999)", end.Year()))
+		}
+		out := make([]string, horizon)
 		for h := range out {
 			out[h] = last.AddDate(0, step*(h+1), 0).Format(layout)
 		}
@@ -276,8 +340,15 @@ func futureTimestamps(stamps []string, horizon int) ([]string, error) {
 			return nil, nil // irregular: no future stamps
 		}
 	}
+	// d * horizon can overflow time.Duration (about 292 years): check the end in days first, then step.
+	if days := float64(d) / float64(24*time.Hour) * float64(horizon); float64(last.Year())+days/365.2425 > 9999 {
+		return nil, badRequest(fmt.Sprintf("timestamps: %d steps of %s after %s run past the year 9999", horizon, d, stamps[len(stamps)-1]))
+	}
+	out := make([]string, horizon)
+	t := last
 	for h := range out {
-		out[h] = last.Add(d * time.Duration(h+1)).Format(layout)
+		t = t.Add(d)
+		out[h] = t.Format(layout)
 	}
 	return out, nil
 }

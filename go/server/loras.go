@@ -63,9 +63,12 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 			return fromError(errShuttingDown)
 		}
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	data, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		return e
+	}
 	var req api.LoRASearchRequest
-	if err := decodeBody(r.Body, &req); err != nil {
+	if err := decodeBody(data, &req); err != nil {
 		return fromError(err)
 	}
 	topK := lora.DefaultTopK
@@ -120,8 +123,7 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 	} else {
 		s.metrics.loraNoMatch.Add(1)
 	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return s.writeJSON(w, http.StatusOK, resp)
 }
 
 // queryError turns lora.ErrInvalidQuery into a 400 naming the field.

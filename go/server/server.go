@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"runtime"
 	"sort"
@@ -34,9 +35,21 @@ type Config struct {
 	MaxBatch     int           // series per merged library call (default 64; 1 disables batching)
 	MaxWait      time.Duration // how long a job waits for company (default 2 ms)
 	QueueSize    int           // jobs waiting per model before 429 (default 256)
-	Timeout      time.Duration // per-request limit (default 30 s)
+	Timeout      time.Duration // per-request limit, from the first byte read to the answer (default 30 s)
 	MaxSeries    int           // series per request (default 1024)
 	MaxSeriesLen int           // values per series (default 100000)
+
+	// What one request may cost, checked before anything proportional to it is allocated.
+	MaxHorizon      int   // steps per request (default 65536; the model's own limit applies too)
+	MaxOutputValues int64 // series x quantile levels x horizon per request (default 4 Mi values, 16 MiB)
+	MaxInputValues  int64 // values and covariate values per request (default 4 Mi)
+	MaxInflight     int   // requests being read, validated, queued or run at once before 429 (default 1024)
+
+	// Fairness: a request whose cost (series x forward passes, a pass per native horizon of the model) is
+	// above LongCost runs in its model's second lane, one at a time, beside the first lane's merged calls,
+	// so a long rollout never delays short requests; at most LongQueue wait for that lane before 429.
+	LongCost  int64 // default 256
+	LongQueue int   // default 4
 
 	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
 	LoRACatalog string        // catalog file (go/lora format); reload with LoRAs().Reload / Watch
@@ -67,6 +80,24 @@ func (c *Config) defaults() {
 	if c.MaxSeriesLen <= 0 {
 		c.MaxSeriesLen = 100000
 	}
+	if c.MaxHorizon <= 0 {
+		c.MaxHorizon = 65536
+	}
+	if c.MaxOutputValues <= 0 {
+		c.MaxOutputValues = 4 << 20
+	}
+	if c.MaxInputValues <= 0 {
+		c.MaxInputValues = 4 << 20
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 1024
+	}
+	if c.LongCost <= 0 {
+		c.LongCost = 256
+	}
+	if c.LongQueue <= 0 {
+		c.LongQueue = 4
+	}
 }
 
 type loadedModel struct {
@@ -74,7 +105,8 @@ type loadedModel struct {
 	model   *cutenative.Model
 	info    cutenative.Info
 	levels  []float32
-	batcher *batcher
+	batcher *batcher // short requests, merged when they can be
+	long    *batcher // requests above Config.LongCost, one at a time
 }
 
 // Server serves the HTTP API over in-process models. Create with New, serve Handler(), stop with
@@ -84,9 +116,10 @@ type Server struct {
 	metrics *metrics
 	keys    [][32]byte
 
-	mu     sync.RWMutex
-	models map[string]*loadedModel
-	state  atomic.Int32 // stateLoading, stateReady, stateDraining
+	mu       sync.RWMutex
+	models   map[string]*loadedModel
+	state    atomic.Int32 // stateLoading, stateReady, stateDraining
+	inflight atomic.Int64 // forecast requests admitted and not yet answered
 
 	loras       atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
 	loraEmb     lora.Embedder
@@ -155,7 +188,8 @@ func (s *Server) Load() error {
 			return fmt.Errorf("model %q: %w", name, err)
 		}
 		lm := &loadedModel{name: name, model: m, info: info, levels: levels,
-			batcher: newBatcher(name, m, s.cfg.QueueSize, s.cfg.MaxBatch, s.cfg.MaxWait, s.metrics)}
+			batcher: newBatcher(name, m, s.cfg.QueueSize, s.cfg.MaxBatch, s.cfg.MaxWait, s.metrics),
+			long:    newBatcher(name+"/long", m, s.cfg.LongQueue, 1, 0, s.metrics)}
 		s.mu.Lock()
 		s.models[name] = lm
 		s.mu.Unlock()
@@ -182,6 +216,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	for _, m := range models {
 		m.batcher.close()
+		m.long.close()
 		m.model.Close()
 	}
 	s.loras.Store(nil) // searches in flight finish (or get 503 from the closed model)
@@ -203,7 +238,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/models", s.authed("models", s.handleModels)},
 		{"POST", "/v1/loras/search", s.authed("lora_search", s.handleLoRASearch)},
 		{"GET", "/livez", func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			writeJSONStatic(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},
 		{"GET", "/readyz", s.handleReady},
 		{"GET", "/metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -244,8 +279,17 @@ func (s *Server) authed(endpoint string, h func(http.ResponseWriter, *http.Reque
 	}
 }
 
+func (s *Server) logger() *slog.Logger {
+	if s.cfg.Logger != nil {
+		return s.cfg.Logger
+	}
+	return slog.Default()
+}
+
+// keyOK checks "Authorization: Bearer <key>" (the scheme is case-insensitive, RFC 9110 section 11.1).
 func (s *Server) keyOK(header string) bool {
-	token, ok := strings.CutPrefix(header, "Bearer ")
+	scheme, token, ok := strings.Cut(header, " ")
+	ok = ok && strings.EqualFold(scheme, "Bearer")
 	digest := sha256.Sum256([]byte(token))
 	match := 0
 	for _, k := range s.keys { // every key is compared: timing says nothing about which one matched
@@ -257,11 +301,11 @@ func (s *Server) keyOK(header string) bool {
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	switch s.state.Load() {
 	case stateReady:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		writeJSONStatic(w, http.StatusOK, map[string]string{"status": "ready"})
 	case stateLoading:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "loading"})
+		writeJSONStatic(w, http.StatusServiceUnavailable, map[string]string{"status": "loading"})
 	default:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		writeJSONStatic(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 	}
 }
 
@@ -292,14 +336,25 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 	}
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	writeJSON(w, http.StatusOK, api.ModelList{Models: out})
-	return nil
+	return s.writeJSON(w, http.StatusOK, api.ModelList{Models: out})
 }
 
+// handleForecast: admission (a counter, before the body is read), then reading, decoding and validation
+// within the request's deadline, every size checked before it is allocated; then the model's lane, the
+// library call, and an answer encoded in full before the status is sent.
 func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiError {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	req, err := decodeForecast(r.Body, limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen,
-		MaxCovariates: 64, MaxQuantiles: 99})
+	if s.inflight.Add(1) > int64(s.cfg.MaxInflight) {
+		s.inflight.Add(-1)
+		return fromError(errQueueFull)
+	}
+	defer s.inflight.Add(-1)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	data, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		return e
+	}
+	req, err := decodeForecast(data)
 	if err != nil {
 		return fromError(err)
 	}
@@ -307,17 +362,24 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	if e != nil {
 		return e
 	}
-	if int64(req.Horizon) > m.info.MaxHorizon {
-		return badRequest(fmt.Sprintf("horizon: %d exceeds the model's limit of %d", req.Horizon, m.info.MaxHorizon))
+	lim := limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen, MaxCovariates: 64, MaxQuantiles: 99,
+		MaxHorizon: s.cfg.MaxHorizon, ModelMaxHorizon: m.info.MaxHorizon, MaxOutputValues: s.cfg.MaxOutputValues,
+		MaxInputValues: s.cfg.MaxInputValues}
+	if err := req.validate(lim); err != nil {
+		return fromError(err)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return fromError(err)
+	}
 	breq := toBinding(req)
 	j := &job{ctx: ctx, req: breq, enqueued: time.Now(), result: make(chan jobResult, 1)}
-	if s.cfg.MaxBatch > 1 {
+	lane := m.batcher
+	if cost(breq, m.info) > s.cfg.LongCost {
+		lane = m.long
+	} else if s.cfg.MaxBatch > 1 {
 		j.key = batchKey(breq, int(m.info.ContextLength))
 	}
-	if err := m.batcher.submit(j); err != nil {
+	if err := lane.submit(j); err != nil {
 		return fromError(err)
 	}
 	var res jobResult
@@ -329,6 +391,34 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	if res.err != nil {
 		return fromError(res.err)
 	}
-	writeJSON(w, http.StatusOK, buildResponse(m.name, req, res.forecast, res.first))
-	return nil
+	if i := nonFiniteSeries(res.forecast, res.first, len(req.Series)); i >= 0 {
+		return badRequest(fmt.Sprintf("series[%d]: the forecast is not finite: its values are too large for the model's "+
+			"float32 normalisation (magnitudes from about 1e19 overflow)", i))
+	}
+	return s.writeJSON(w, http.StatusOK, buildResponse(m.name, req, res.forecast, res.first))
+}
+
+// cost estimates a request's work in series x forward passes: a pass yields the model's native horizon,
+// longer horizons roll out pass after pass.
+func cost(r *cutenative.ForecastRequest, info cutenative.Info) int64 {
+	native := info.NativeHorizon
+	if native < 1 {
+		native = 1
+	}
+	passes := (int64(r.Horizon) + native - 1) / native
+	return int64(len(r.Series)) * passes
+}
+
+// nonFiniteSeries returns the first of n series (from first in f) holding a NaN or Inf, or -1.
+func nonFiniteSeries(f *cutenative.Forecast, first, n int) int {
+	for i := 0; i < n; i++ {
+		for q := range f.Quantiles {
+			for _, v := range f.Row(first+i, q) {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					return i
+				}
+			}
+		}
+	}
+	return -1
 }

@@ -221,7 +221,10 @@ func TestAuth(t *testing.T) {
 		{"wrong", []string{"Authorization", "Bearer nope"}, 401},
 		{"prefix of a key", []string{"Authorization", "Bearer k1-secre"}, 401},
 		{"no Bearer", []string{"Authorization", "k1-secret"}, 401},
-		{"lower-case scheme", []string{"Authorization", "bearer k1-secret"}, 401},
+		{"lower-case scheme", []string{"Authorization", "bearer k1-secret"}, 200}, // schemes are case-insensitive
+		{"upper-case scheme", []string{"Authorization", "BEARER k2-secret"}, 200},
+		{"scheme only", []string{"Authorization", "Bearer"}, 401},
+		{"other scheme", []string{"Authorization", "Basic k1-secret"}, 401},
 		{"first key", []string{"Authorization", "Bearer k1-secret"}, 200},
 		{"second key", []string{"Authorization", "Bearer k2-secret"}, 200},
 	}

@@ -87,6 +87,25 @@ TEST_F(Fixture, HorizonLimits) {
     EXPECT_EQ(msg(), "horizon: 1048576 exceeds this model's limit of 65536");
 }
 
+// A forecast beyond CN_FORECAST_MAX_VALUES floats is refused by the shape query and by the call, before the
+// caller (or the library) allocates it: 300 series x 99 levels x horizon 65536 = 1.9e9 values.
+TEST_F(Fixture, OutputBeyondTheLibraryLimitIsRefused) {
+    const auto v = series(30);
+    for (int i = 0; i < 300; ++i) add(v);
+    std::vector<float> levels(99);
+    for (int i = 0; i < 99; ++i) levels[i] = (i + 1) / 100.0f;
+    ASSERT_EQ(cn_forecast_request_set_quantiles(req, levels.data(), levels.size(), err), CN_STATUS_OK) << msg();
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 65536, err), CN_STATUS_OK);
+    cn_forecast_shape s;
+    cn_forecast_shape_init(&s);
+    EXPECT_EQ(cn_forecast_get_shape(model, req, &s, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "the forecast would hold 1946419200 values (series x outputs x horizon), above the library's limit of "
+                     "268435456 (CN_FORECAST_MAX_VALUES)");
+    float out[4];
+    EXPECT_EQ(cn_forecast(model, req, nullptr, out, 4, nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(msg().find("CN_FORECAST_MAX_VALUES"), std::string::npos);
+}
+
 TEST_F(Fixture, CovariateLengthsAndGroups) {
     auto v = series(30);
     add(v);

@@ -20,12 +20,20 @@
 //	-queue          CUTENATIVE_QUEUE              256                 jobs per model before 429
 //	-timeout        CUTENATIVE_TIMEOUT            30s                 per request
 //	-max-series     CUTENATIVE_MAX_SERIES         1024                per request
+//	-max-horizon    CUTENATIVE_MAX_HORIZON        65536               steps per request (the model's limit applies too)
+//	-max-output-values CUTENATIVE_MAX_OUTPUT_VALUES 4194304          series x quantile levels x horizon per request
+//	-max-input-values  CUTENATIVE_MAX_INPUT_VALUES  4194304          values + covariate values per request
+//	-long-cost      CUTENATIVE_LONG_COST          256                 series x forward passes above which a request runs in the long lane
+//	-max-conns      CUTENATIVE_MAX_CONNS          4096                open connections at once (more wait in the kernel's queue)
 //	-lora-catalog   CUTENATIVE_LORA_CATALOG       (none)              LoRA catalog: enables POST /v1/loras/search
 //	-embed-model    CUTENATIVE_EMBED_MODEL        (none)              sentence-embedding model dir (needed by -lora-catalog)
 //	-lora-poll      CUTENATIVE_LORA_POLL          1s                  catalog file check interval; 0 disables
 //
 // The LoRA catalog is reloaded (re-read and re-embedded, swapped in only when that succeeds) when its
 // file changes (modification time or size, checked every -lora-poll) and on SIGHUP.
+//
+// SIGTERM or SIGINT drains: /readyz answers 503, every connection the kernel has already accepted is still
+// taken and served, queued work finishes, then the process exits (drain.go).
 package main
 
 import (
@@ -36,6 +44,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -154,6 +163,11 @@ func main() {
 	queue := flag.Int("queue", envInt("CUTENATIVE_QUEUE", 256), "requests waiting per model before 429")
 	timeout := flag.Duration("timeout", envDuration("CUTENATIVE_TIMEOUT", 30*time.Second), "per-request time limit")
 	maxSeries := flag.Int("max-series", envInt("CUTENATIVE_MAX_SERIES", 1024), "series per request")
+	maxHorizon := flag.Int("max-horizon", envInt("CUTENATIVE_MAX_HORIZON", 65536), "steps per request (the model's limit applies too)")
+	maxOut := flag.Int("max-output-values", envInt("CUTENATIVE_MAX_OUTPUT_VALUES", 4<<20), "series x quantile levels x horizon per request")
+	maxIn := flag.Int("max-input-values", envInt("CUTENATIVE_MAX_INPUT_VALUES", 4<<20), "values and covariate values per request")
+	longCost := flag.Int("long-cost", envInt("CUTENATIVE_LONG_COST", 256), "series x forward passes above which a request runs in the model's long lane")
+	maxConns := flag.Int("max-conns", envInt("CUTENATIVE_MAX_CONNS", 4096), "open connections at once")
 	var lo loraOptions
 	flag.StringVar(&lo.catalog, "lora-catalog", env("CUTENATIVE_LORA_CATALOG", ""), "LoRA catalog file (enables POST /v1/loras/search; needs -embed-model)")
 	flag.StringVar(&lo.embedModel, "embed-model", env("CUTENATIVE_EMBED_MODEL", ""), "sentence-embedding model directory (e.g. all-MiniLM-L6-v2) for -lora-catalog")
@@ -165,11 +179,31 @@ func main() {
 		log.Error("cutenative-server", "error", err)
 		os.Exit(2)
 	}
-	if err := run(log, *listen, *models, *defModel, *device, *dtype, *mode, *threads, *keysFile, *maxBody, *maxBatch,
-		*maxWait, *queue, *timeout, *maxSeries, lo); err != nil {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	o := options{listen: *listen, models: *models, defModel: *defModel, device: *device, dtype: *dtype, mode: *mode,
+		threads: *threads, keysFile: *keysFile, maxConns: *maxConns, lora: lo, stop: stop,
+		cfg: server.Config{MaxBodyBytes: int64(*maxBody), MaxBatch: *maxBatch, MaxWait: *maxWait, QueueSize: *queue,
+			Timeout: *timeout, MaxSeries: *maxSeries, MaxHorizon: *maxHorizon, MaxOutputValues: int64(*maxOut),
+			MaxInputValues: int64(*maxIn), LongCost: int64(*longCost)}}
+	if err := run(log, o); err != nil {
 		log.Error("cutenative-server", "error", err)
 		os.Exit(1)
 	}
+}
+
+// options is everything run needs: the flags, the server's limits, and for tests a listener of their own
+// and a stop channel standing in for SIGTERM.
+type options struct {
+	listen, models, defModel, device, dtype, mode string
+	threads                                       int
+	keysFile                                      string
+	maxConns                                      int
+	lora                                          loraOptions
+	cfg                                           server.Config // limits and queues; models, keys and LoRA fields are filled by run
+	listener                                      net.Listener  // nil: listen on the address
+	stop                                          <-chan os.Signal
+	ready                                         func(addr string) // called once the models are loaded (tests)
 }
 
 // loraOptions are the LoRA search flags.
@@ -217,12 +251,11 @@ func serveLoRAReloads(ctx context.Context, log *slog.Logger, srv *server.Server,
 	}
 }
 
-func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string, threads int, keysFile string,
-	maxBody, maxBatch int, maxWait time.Duration, queue int, timeout time.Duration, maxSeries int, lo loraOptions) error {
-	if err := lo.check(); err != nil {
+func run(log *slog.Logger, o options) error {
+	if err := o.lora.check(); err != nil {
 		return err
 	}
-	dirs, err := parseModels(models)
+	dirs, err := parseModels(o.models)
 	if err != nil {
 		return err
 	}
@@ -237,24 +270,37 @@ func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string,
 		}
 		dirs = map[string]string{"default": dir}
 	}
-	keys, err := readKeys(keysFile)
+	keys, err := readKeys(o.keysFile)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Models: dirs, DefaultModel: defModel, APIKeys: keys,
-		Open:         cutenative.Options{Device: device, DType: dtype, Mode: mode, Threads: threads},
-		MaxBodyBytes: int64(maxBody), MaxBatch: maxBatch, MaxWait: maxWait, QueueSize: queue, Timeout: timeout,
-		MaxSeries: maxSeries, LoRACatalog: lo.catalog, EmbedModel: lo.embedModel, Logger: log})
+	cfg := o.cfg
+	cfg.Models, cfg.DefaultModel, cfg.APIKeys = dirs, o.defModel, keys
+	cfg.Open = cutenative.Options{Device: o.device, DType: o.dtype, Mode: o.mode, Threads: o.threads}
+	cfg.LoRACatalog, cfg.EmbedModel, cfg.Logger = o.lora.catalog, o.lora.embedModel, log
+	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Addr: listen, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ln := o.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", o.listen); err != nil {
+			return err
+		}
+	}
+	dl := newDrainListener(ln, o.maxConns)
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 60 * time.Second, WriteTimeout: timeout + 30*time.Second, IdleTimeout: 120 * time.Second,
 		MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.ListenAndServe() }() // liveness answers while models load
-	log.Info("listening", "addr", listen, "models", dirs, "device", device, "dtype", dtype, "auth", len(keys) > 0,
-		"library", cutenative.BuildInfo(), "lora_catalog", lo.catalog, "embed_model", lo.embedModel)
+	go func() { errc <- httpSrv.Serve(dl) }() // liveness answers while models load
+	log.Info("listening", "addr", ln.Addr().String(), "models", dirs, "device", o.device, "dtype", o.dtype,
+		"auth", len(keys) > 0, "library", cutenative.BuildInfo(), "lora_catalog", o.lora.catalog,
+		"embed_model", o.lora.embedModel)
 	if num := cutenative.CPUNumericsInfo(); num.BatchInvariant {
 		log.Info("cpu numerics", "batch_invariant", true, "thread_invariant", num.ThreadInvariant, "detail", num.Description)
 	} else {
@@ -267,11 +313,12 @@ func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string,
 	}
 	reloadCtx, stopReloads := context.WithCancel(context.Background())
 	defer stopReloads()
-	serveLoRAReloads(reloadCtx, log, srv, lo.poll)
+	serveLoRAReloads(reloadCtx, log, srv, o.lora.poll)
 	log.Info("ready")
+	if o.ready != nil {
+		o.ready(ln.Addr().String())
+	}
 
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case err := <-errc:
 		srv.Close()
@@ -279,17 +326,23 @@ func run(log *slog.Logger, listen, models, defModel, device, dtype, mode string,
 			return nil
 		}
 		return err
-	case sig := <-stop:
+	case sig := <-o.stop:
 		log.Info("draining", "signal", sig.String())
 	}
-	// Graceful shutdown: readyz goes 503, new connections are refused, in-flight requests finish,
-	// then queued work ends and the models are freed.
+	// Graceful drain: readyz goes 503; the listener keeps taking every connection the kernel has already
+	// accepted (until its queue stays empty for a moment), then closes; in-flight requests finish; then
+	// queued work ends and the models are freed.
 	srv.Drain()
 	stopReloads()
+	dl.startDrain(50 * time.Millisecond)
+	if err := <-errc; err != nil && !errors.Is(err, errDrained) && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("serve", "error", err)
+	}
+	accepted := dl.taken.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
 	defer cancel()
 	err = httpSrv.Shutdown(ctx)
 	srv.Close()
-	log.Info("stopped")
+	log.Info("stopped", "connections_taken_while_draining", accepted)
 	return err
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// -max-conns: a connection beyond the limit waits in the kernel's queue until one closes.
+func TestDrainListenerLimitsOpenConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := newDrainListener(ln, 2)
+	defer dl.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := dl.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	first, second := <-accepted, <-accepted
+	select {
+	case <-accepted:
+		t.Fatal("a third connection was taken with two open")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third connection was not taken after one closed")
+	}
+	second.Close()
+}
+
+// A draining listener takes what is queued, then ends with errDrained once nothing arrives for `quiet`.
+func TestDrainListenerTakesQueuedConnectionsThenEnds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := newDrainListener(ln, 0)
+	defer dl.Close()
+	for i := 0; i < 5; i++ {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	dl.startDrain(50 * time.Millisecond)
+	n := 0
+	for {
+		c, err := dl.Accept()
+		if err != nil {
+			if !errors.Is(err, errDrained) {
+				t.Fatalf("accept: %v", err)
+			}
+			break
+		}
+		c.Close()
+		n++
+	}
+	if n != 5 || dl.taken.Load() != 5 {
+		t.Fatalf("took %d (counted %d), want 5", n, dl.taken.Load())
+	}
+}

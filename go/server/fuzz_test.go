@@ -1,0 +1,58 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+)
+
+// FuzzDecodeForecast feeds arbitrary bodies to the request decoder and validator (what runs on a request
+// before the model): they must never panic, refuse only with a 400 apiError, and a request they accept must
+// respect every limit (CI runs it briefly: scripts/test.sh).
+func FuzzDecodeForecast(f *testing.F) {
+	for _, s := range []string{
+		`{"horizon": 4, "series": [{"values": [1, 2, 3]}]}`,
+		`{"horizon": 3, "quantiles": [0.1, 0.5], "series": [{"id": "x", "values": [1, null, 3], "timestamps": ["2020-01", "2020-02", "2020-03"]}]}`,
+		`{"horizon": 2, "series": [{"values": [1, 2], "group": 1, "covariates": [{"past": [1, 2], "future": [3]}]}, {"values": [3, 4], "group": 1}]}`,
+		`{"horizon": 2, "series": [{"values": [1, 2], "covariates": [{"past_labels": ["a", null], "future_labels": ["b"]}]}]}`,
+		`{"horizon": 5, "series": [{"values": [1, 2], "timestamps": ["2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z"]}]}`,
+		`{"horizon": 1000000000, "series": [{"values": [1, 2], "timestamps": ["2020-01-01", "2020-01-02"]}]}`,
+		`{"horizon": 4, "series": [{"values": [1e39]}]}`,
+		`{"horizon": 4, "horizon": 5, "series": []}`,
+		`[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]`,
+		`{"horizon": 4, "series": [{"values": [1]}]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := limits{MaxSeries: 64, MaxSeriesLen: 4096, MaxCovariates: 8, MaxQuantiles: 99, MaxHorizon: 4096,
+		ModelMaxHorizon: 65536, MaxOutputValues: 1 << 16, MaxInputValues: 1 << 16}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeForecast(data)
+		if err == nil {
+			err = req.validate(lim)
+		}
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Message == "" {
+				t.Fatalf("refusal %v is not a 400 apiError", err)
+			}
+			return
+		}
+		if req.Horizon < 1 || req.Horizon > lim.MaxHorizon || len(req.Series) == 0 || len(req.Series) > lim.MaxSeries {
+			t.Fatalf("accepted out of limits: horizon %d, %d series", req.Horizon, len(req.Series))
+		}
+		if len(req.future) != len(req.Series) {
+			t.Fatalf("%d future stamp lists for %d series", len(req.future), len(req.Series))
+		}
+		for i, fut := range req.future {
+			if fut != nil && len(fut) != req.Horizon {
+				t.Fatalf("series %d: %d future stamps for horizon %d", i, len(fut), req.Horizon)
+			}
+		}
+		b := toBinding(req)
+		_ = batchKey(b, 512)
+		if len(b.Series) != len(req.Series) {
+			t.Fatalf("binding lost series")
+		}
+	})
+}
