@@ -14,11 +14,13 @@
 //   patch with any observed value, for the REG token and for every future token; else 0), time_bias
 //   [B, P + 1 + N] (0 where valid, the dtype's lowest value elsewhere: the additive attention mask),
 //   loc and scale [B] fp32.
-//   loc and scale are the reference's InstanceNorm statistics bit for bit: fp32 nansum in ATen's CPU
-//   summation order (kernels/cascade_sum.h), divided by the count in fp32, on every device. A constant series
-//   thus gets the reference's loc (one ulp off its value, say) and the reference's tiny non-zero scale, and
-//   normalises to the same -1/0/+1 values; values whose fp32 squares overflow get the reference's saturated
-//   scale (FLT_MAX). Each row's statistics depend on that row alone.
+//   loc and the variance are the reference's InstanceNorm statistics bit for bit: fp32 nansum in ATen's CPU
+//   summation order (kernels/cascade_sum.h), divided by the count in fp32, on every device; scale is the
+//   variance's IEEE square root (the reference's CPU sqrt, MKL's vector math, is within 1 ulp of it), so the
+//   eps branch is always the reference's. A constant series thus gets the reference's loc (one ulp off its
+//   value, say) and the reference's tiny non-zero scale, and normalises to the same -1/0/+1 values; values
+//   whose fp32 squares overflow get the reference's saturated scale (FLT_MAX). Each row's statistics depend
+//   on that row alone (its NaN padding included: a call pads every row to its longest one).
 //
 // chronos2_instance_stats — loc and scale [B] fp32 of context [B, L] as above, alone (eager mode's
 //   normalisation uses them, so every mode normalises with the same bits).

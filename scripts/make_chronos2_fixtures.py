@@ -463,6 +463,19 @@ def check_covariate_names(case: dict) -> None:
     assert row_order == past, (case["name"], past, row_order)
 
 
+def capture_instance_norm(pipe: Chronos2Pipeline):
+    """Records the reference's InstanceNorm statistics (loc, scale per row) of every context it normalises."""
+    seen: list = []
+
+    def hook(module, args, kwargs, out):
+        if len(args) == 1 and kwargs.get("loc_scale") is None:  # the context, not future covariates
+            loc, scale = out[1]
+            seen.append((loc.detach().flatten().tolist(), scale.detach().flatten().tolist()))
+
+    handle = pipe.model.instance_norm.register_forward_hook(hook, with_kwargs=True)
+    return seen, handle
+
+
 def run_case(pipe: Chronos2Pipeline, case: dict) -> tuple[list, list]:
     if case["api"] == "list_of_arrays":
         assert all(set(t) == {"target"} for t in case["tasks"])
@@ -535,7 +548,17 @@ def main() -> int:
     out_cases = []
     for case in cases:
         check_covariate_names(case)
-        q, m = run_case(pipes[case["model"]], case)
+        seen, handle = capture_instance_norm(pipes[case["model"]])
+        try:
+            q, m = run_case(pipes[case["model"]], case)
+        finally:
+            handle.remove()
+        extra = {}
+        if case["name"].startswith("deg_"):
+            # The first forward pass's statistics, one per row of the call (targets in task order), for
+            # tests/kernels' check that cutenative normalises these contexts with the reference's bits.
+            assert len(seen) >= 1
+            extra["instance_norm"] = {"loc": seen[0][0], "scale": seen[0][1]}
         out_cases.append({
             "name": case["name"],
             "model": case["model"],
@@ -547,6 +570,7 @@ def main() -> int:
             "tasks": [task_to_json(t) for t in case["tasks"]],
             "quantiles": q,
             "mean": m,
+            **extra,
         })
     names = [c["name"] for c in out_cases]
     assert len(names) == len(set(names))

@@ -102,6 +102,7 @@ CN_API const char* cn_build_info(void);
  * before its first computation, so a host that ran MKL before loading cutenative gets 0 here unless it sets
  * MKL_CBWR=AUTO itself. The flags describe the batch-invariant forecasters (Chronos-2); Kronos and the embedding
  * model run the reference's multi-threaded GEMMs. Computed once. Thread-safe; cannot fail. Since ABI 0.2. */
+/* For fp32 models, and series whose call pads them to the same length (the longest series of the call): */
 #define CN_CPU_BATCH_INVARIANT 1u  /* a series' CPU result depends neither on the rest of its call nor on alignment */
 #define CN_CPU_THREAD_INVARIANT 2u /* ... nor on the number of CPU threads */
 CN_API uint32_t cn_cpu_numerics(const char** description);

@@ -28,6 +28,8 @@
 
 namespace cn::runtime {
 
+// The flags hold for fp32 (bf16/fp16 CPU GEMMs run in oneDNN or ATen, outside these measures) and for series
+// padded to the same length (a call left-pads every series to its longest one).
 struct CpuNumerics {
     bool batch_invariant = false;   // Chronos-2: a series' result depends neither on the rest of its call nor on alignment
     bool thread_invariant = false;  // ... nor on the number of CPU threads

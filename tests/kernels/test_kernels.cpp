@@ -3,12 +3,19 @@
 // checks run on the CUDA paths in test_kernels_gpu.cpp. Tolerances: kernel_refs.h rtol().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <utility>
+#include <string>
 #include <vector>
 
 #include <ATen/ops/empty.h>
+#include <ATen/Parallel.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/nansum.h>
@@ -16,9 +23,13 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/randn.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/common/status.h"
+#include "core/runtime/cpu_numerics.h"
 #include "kernels/cascade_sum.h"
 #include "kernels/chronos2_io.h"
+#include "kernels/series_linear.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "tests/kernels/kernel_refs.h"
@@ -185,6 +196,96 @@ TEST(Chronos2InstanceStatsCpu, EqualReferenceBitForBit) {
     }
     // The case this exists for: constant rows whose fp32 mean is off by an ulp get a tiny non-zero scale.
     EXPECT_GT(constant_tiny_scale, 0u);
+}
+
+// The degenerate fixture cases' contexts, padded as the pipeline pads a call (left, with NaN, to the longest
+// row; cut to the context length), normalised by chronos2_instance_stats: loc equals the statistics the
+// reference itself computed in that run (captured by scripts/make_chronos2_fixtures.py) bit for bit, scale
+// within 1 ulp (the reference's sqrt is MKL's, ours IEEE's) and on the same side of the eps branch.
+TEST(Chronos2InstanceStatsCpu, EqualTheReferenceRunsOnTheDegenerateFixtures) {
+    std::ifstream f(std::string(CN_FIXTURES_DIR) + "/chronos2/cases.json");
+    const auto doc = nlohmann::json::parse(f);
+    size_t cases = 0, rows = 0, tiny = 0;
+    for (const auto& c : doc["cases"]) {
+        if (!c.contains("instance_norm")) continue;
+        const int64_t ctx = doc["models"][c["model"].get<std::string>()]["chronos_config"]["context_length"];
+        std::vector<std::vector<float>> targets;
+        for (const auto& t : c["tasks"]) {
+            for (const auto& r : t["target"]) {
+                std::vector<float> v;
+                for (const auto& x : r) v.push_back(x.is_null() ? std::numeric_limits<float>::quiet_NaN() : x.get<float>());
+                targets.push_back(std::move(v));
+            }
+        }
+        size_t longest = 0;
+        for (const auto& v : targets) longest = std::max(longest, v.size());
+        const int64_t L = std::min<int64_t>(static_cast<int64_t>(longest), ctx);
+        at::Tensor x = at::full({static_cast<int64_t>(targets.size()), L}, std::numeric_limits<double>::quiet_NaN(), at::kFloat);
+        for (size_t b = 0; b < targets.size(); ++b) {
+            const auto& v = targets[b];
+            const int64_t n = std::min<int64_t>(static_cast<int64_t>(v.size()), L);
+            std::copy(v.end() - n, v.end(), x[static_cast<int64_t>(b)].data_ptr<float>() + (L - n));
+        }
+        const auto got = cn::kernels::chronos2_instance_stats_cpu(x, 1e-5);
+        const auto& ref = c["instance_norm"];
+        ASSERT_EQ(ref["loc"].size(), targets.size()) << c["name"];
+        for (size_t b = 0; b < targets.size(); ++b) {
+            const float wl = ref["loc"][b].get<float>(), ws = ref["scale"][b].get<float>();
+            const float gl = got.loc[static_cast<int64_t>(b)].item<float>(), gs = got.scale[static_cast<int64_t>(b)].item<float>();
+            const std::string what = c["name"].get<std::string>() + " row " + std::to_string(b);
+            EXPECT_EQ(std::memcmp(&gl, &wl, 4), 0) << what << ": loc " << gl << " vs the reference's " << wl;
+            EXPECT_EQ(gs == 1e-5f, ws == 1e-5f) << what << ": eps branch";
+            EXPECT_LE(std::fabs(gs - ws), std::fabs(std::nextafter(ws, INFINITY) - ws)) << what << ": scale " << gs << " vs " << ws;
+            tiny += ws != 1e-5f && ws < 1e-4f * std::fabs(wl);
+            ++rows;
+        }
+        ++cases;
+    }
+    EXPECT_EQ(cases, 20u);
+    EXPECT_GT(tiny, 3u) << "constant rows whose reference scale is tiny but not eps: the point of the fixtures";
+    std::printf("[ stats    ] %zu degenerate cases, %zu rows: loc bit for bit, scale within 1 ulp\n", cases, rows);
+}
+
+// series_linear's bits depend neither on the thread count, nor on the other series of the batch, nor on the
+// operands' alignment, at Chronos-2 base's shapes (36 rows per series, 768 -> 3072 and 3072 -> 768) and at
+// small ones (where a threaded MKL GEMM, the previous code, gave 1 and 4 threads different bits on AMD EPYC),
+// with the series along dim 0 and along dim 1 (there the GEMMs' leading dimensions grow with the batch).
+TEST(SeriesLinearCpu, BitsIndependentOfThreadsBatchAndAlignment) {
+    const bool cnr = cn::runtime::cpu_numerics().batch_invariant;  // as loading libcutenative sets it
+    const int threads = at::get_num_threads();
+    at::manual_seed(3);
+    const int64_t B = 3;
+    struct Shape { int64_t R, K, N; };
+    for (const Shape sh : {Shape{36, 768, 3072}, Shape{36, 3072, 768}, Shape{8, 48, 32}, Shape{17, 64, 32}}) {
+        const int64_t R = sh.R, K = sh.K, N = sh.N;
+        const std::string shape = std::to_string(R) + "x" + std::to_string(K) + "->" + std::to_string(N);
+        const at::Tensor w = at::randn({N, K}) / std::sqrt(static_cast<double>(K)), b = at::randn({N});
+        const at::Tensor x = at::randn({B, R, K});
+        at::set_num_threads(1);
+        const at::Tensor ref = cn::kernels::series_linear(x, w, b, 0);
+        for (int t : {2, 4}) {
+            at::set_num_threads(t);
+            EXPECT_TRUE(at::equal(cn::kernels::series_linear(x, w, b, 0), ref)) << shape << ", " << t << " threads";
+        }
+        for (int64_t i = 0; i < B; ++i) {
+            EXPECT_TRUE(at::equal(cn::kernels::series_linear(x.slice(0, i, i + 1).contiguous(), w, b, 0)[0], ref[i]))
+                << shape << ": series " << i << " alone";
+        }
+        // Series along dim 1 in a wider batch: [R, 5, K] holding x's series at positions 1, 2, 4.
+        at::Tensor wide = at::randn({R, 5, K});
+        const int64_t at_[] = {1, 2, 4};
+        for (int64_t i = 0; i < B; ++i) wide.select(1, at_[i]).copy_(x[i]);
+        const at::Tensor y1 = cn::kernels::series_linear(wide, w, b, 1);
+        for (int64_t i = 0; i < B; ++i) EXPECT_TRUE(at::equal(y1.select(1, at_[i]), ref[i])) << shape << ": dim 1, series " << i;
+        if (cnr) {  // operands one float off their usual alignment
+            at::Tensor buf = at::empty({B * R * K + 1});
+            const at::Tensor xs = buf.narrow(0, 1, B * R * K).view({B, R, K});
+            xs.copy_(x);
+            EXPECT_TRUE(at::equal(cn::kernels::series_linear(xs, w, b, 0), ref)) << shape << ": misaligned x";
+        }
+    }
+    at::set_num_threads(threads);
+    if (!cnr) GTEST_SKIP() << "MKL ran before its reproducibility mode could be set: alignment not checked";
 }
 
 TEST(Chronos2PostprocessCpu, MatchesFp64Reference) {

@@ -139,6 +139,7 @@ TEST(Chronos2InstanceStatsGpu, EqualCpuBitForBit) {
         ASSERT_TRUE(at::equal(gpu.scale.cpu(), cpu.scale)) << "n=" << n;
         const auto one = cn::kernels::chronos2_instance_stats(xc.slice(0, 1, 2).contiguous(), 1e-5);
         ASSERT_TRUE(at::equal(one.loc.cpu(), cpu.loc.slice(0, 1, 2))) << "n=" << n;
+        ASSERT_TRUE(at::equal(one.scale.cpu(), cpu.scale.slice(0, 1, 2))) << "n=" << n;
         cn::kernels::Chronos2PrepParams p;
         p.patch = 16;
         p.output_patches = 1;

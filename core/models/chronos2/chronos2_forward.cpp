@@ -120,6 +120,10 @@ at::Tensor group_attention(const at::Tensor& q, const at::Tensor& k, const at::T
     at::Tensor out = at::empty(q.sizes(), q.options());
     for (const auto& g : groups) {
         const at::Tensor idx = at::tensor(g.second, at::kLong);
+        if (g.second.size() == 1) {  // one key: softmax gives it weight 1 exactly, so the output is v
+            out.index_copy_(2, idx, v.index_select(2, idx));
+            continue;
+        }
         const at::Tensor m = mask.index_select(2, idx).index_select(3, idx);
         const at::Tensor a = at::scaled_dot_product_attention(q.index_select(2, idx), k.index_select(2, idx),
                                                               v.index_select(2, idx), m, 0.0, false, /*scale=*/1.0);
