@@ -1,72 +1,201 @@
 // Package jsonstrict checks what encoding/json lets through: duplicate object keys (it keeps the last one
-// silently), nesting deeper than a limit, and trailing data after the top-level value (a stray '}' or ']'
-// included). The LoRA catalog parser and the server's request decoder run it before decoding.
+// silently, and matches struct fields case-insensitively, so "horizon" and "Horizon" are the same key),
+// nesting deeper than a limit, and trailing data after the top-level value (a stray '}' or ']' included).
+// The LoRA catalog parser and the server's request decoder run it before decoding. One pass over the bytes,
+// no allocation but for the keys of each object; the full grammar is left to encoding/json, which decodes
+// afterwards (a number or literal that is not JSON fails there).
 package jsonstrict
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"strings"
 )
 
-// Check walks data's tokens and returns nil or an error whose message names the problem: "duplicate key
-// \"k\"", "JSON nested deeper than N levels", "malformed JSON: ...", or "malformed JSON: trailing data after
-// the <what>". what names the top-level value in messages (e.g. "request object").
+// Check returns nil or an error whose message names the problem: "duplicate key \"k\"", "JSON nested deeper
+// than N levels", "malformed JSON: ...", or "malformed JSON: trailing data after the <what>". what names the
+// top-level value in messages (e.g. "request object").
 func Check(data []byte, maxDepth int, what string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		object bool
-		keys   map[string]struct{}
-		key    bool // in an object: the next token is a key or '}'
+	s := scanner{data: data, maxDepth: maxDepth}
+	s.space()
+	if s.i == len(s.data) {
+		return fmt.Errorf("malformed JSON: unexpected end of document")
 	}
-	var stack []*frame
-	seen := false // a whole top-level value was consumed
+	if err := s.value(0); err != nil {
+		return err
+	}
+	s.space()
+	if s.i < len(s.data) {
+		return fmt.Errorf("malformed JSON: trailing data after the %s", what)
+	}
+	return nil
+}
+
+type scanner struct {
+	data     []byte
+	i        int
+	maxDepth int
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) errorf(format string, args ...any) error {
+	if s.i >= len(s.data) {
+		return fmt.Errorf("malformed JSON: unexpected end of document")
+	}
+	return fmt.Errorf("malformed JSON: "+format+" at offset %d", append(args, s.i)...)
+}
+
+// value consumes one value at nesting depth (the number of containers around it).
+func (s *scanner) value(depth int) error {
+	if s.i >= len(s.data) {
+		return s.errorf("")
+	}
+	switch c := s.data[s.i]; c {
+	case '{', '[':
+		if depth >= s.maxDepth {
+			return fmt.Errorf("JSON nested deeper than %d levels", s.maxDepth)
+		}
+		s.i++
+		if c == '{' {
+			return s.object(depth + 1)
+		}
+		return s.array(depth + 1)
+	case '"':
+		_, err := s.str(false)
+		return err
+	default:
+		// A number or a literal: its run of characters; encoding/json checks its grammar.
+		start := s.i
+		for s.i < len(s.data) {
+			b := s.data[s.i]
+			if b == ',' || b == '}' || b == ']' || b == ':' || b == '"' || b == '{' || b == '[' || b == ' ' ||
+				b == '\t' || b == '\n' || b == '\r' {
+				break
+			}
+			s.i++
+		}
+		if s.i == start {
+			return s.errorf("invalid character %q", s.data[s.i])
+		}
+		return nil
+	}
+}
+
+func (s *scanner) object(depth int) error {
+	s.space()
+	if s.i < len(s.data) && s.data[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	var keys []string // objects are small: a slice beats a map
 	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			if len(stack) != 0 || !seen {
-				return errors.New("malformed JSON: unexpected end of document")
-			}
-			return nil
+		s.space()
+		if s.i >= len(s.data) || s.data[s.i] != '"' {
+			return s.errorf("expected a key")
 		}
+		k, err := s.str(true)
 		if err != nil {
-			return fmt.Errorf("malformed JSON: %v", err)
+			return err
 		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].key {
-			if k, ok := tok.(string); ok {
-				top := stack[n-1]
-				if _, dup := top.keys[k]; dup {
-					return fmt.Errorf("duplicate key %q", k)
-				}
-				top.keys[k] = struct{}{}
-				top.key = false
-				continue
+		lk := strings.ToLower(k)
+		for _, seen := range keys {
+			if seen == lk {
+				return fmt.Errorf("duplicate key %q", k)
 			}
 		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{', '[':
-				if len(stack) >= maxDepth {
-					return fmt.Errorf("JSON nested deeper than %d levels", maxDepth)
-				}
-				stack = append(stack, &frame{object: d == '{', keys: map[string]struct{}{}, key: d == '{'})
-				continue
-			default: // '}' or ']'
-				stack = stack[:len(stack)-1]
-			}
+		keys = append(keys, lk)
+		s.space()
+		if s.i >= len(s.data) || s.data[s.i] != ':' {
+			return s.errorf("expected ':'")
 		}
-		if len(stack) == 0 { // a whole top-level value (a scalar or a closed container)
-			if seen || dec.More() {
-				return fmt.Errorf("malformed JSON: trailing data after the %s", what)
-			}
-			seen = true
-			continue
+		s.i++
+		s.space()
+		if err := s.value(depth); err != nil {
+			return err
 		}
-		if top := stack[len(stack)-1]; top.object {
-			top.key = true
+		s.space()
+		if s.i >= len(s.data) {
+			return s.errorf("")
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errorf("invalid character %q after an object value", s.data[s.i])
 		}
 	}
+}
+
+func (s *scanner) array(depth int) error {
+	s.space()
+	if s.i < len(s.data) && s.data[s.i] == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		s.space()
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		s.space()
+		if s.i >= len(s.data) {
+			return s.errorf("")
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.errorf("invalid character %q after an array element", s.data[s.i])
+		}
+	}
+}
+
+// str consumes a string (s.data[s.i] == '"'); with decode, it returns its value (escapes resolved as
+// encoding/json resolves them, so keys compare as the decoder sees them).
+func (s *scanner) str(decode bool) (string, error) {
+	start := s.i
+	s.i++
+	escaped := false
+	for s.i < len(s.data) {
+		switch b := s.data[s.i]; {
+		case b == '\\':
+			escaped = true
+			s.i += 2
+		case b == '"':
+			s.i++
+			if !decode {
+				return "", nil
+			}
+			raw := s.data[start:s.i]
+			if !escaped {
+				return string(raw[1 : len(raw)-1]), nil
+			}
+			var v string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return "", fmt.Errorf("malformed JSON: %v", err)
+			}
+			return v, nil
+		case b < 0x20:
+			return "", s.errorf("control character in a string")
+		default:
+			s.i++
+		}
+	}
+	return "", s.errorf("")
 }
