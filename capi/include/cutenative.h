@@ -407,6 +407,9 @@ CN_API void cn_forecast_shape_init(cn_forecast_shape* shape);
  * `samples`. A request beyond it is INVALID_ARGUMENT from cn_forecast_get_shape and cn_forecast, naming the
  * count, before anything proportional to it is allocated. Servers should set lower limits of their own. */
 #define CN_FORECAST_MAX_VALUES 268435456ull
+/* Multivariate tasks (Chronos-2 groups) attend across their rows (targets and covariates): a task whose
+ * rows^2 x tokens (x 81 past the native horizon, whose rollout follows 9 paths per row) exceed 2^28 is
+ * INVALID_ARGUMENT naming the task; smaller tasks are batched so that no pass exceeds it. */
 
 /* Computes the output shape of `req` on `model` without running it (validates the request's structure and
  * the CN_FORECAST_MAX_VALUES bound). */

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ type limits struct {
 	ModelMaxHorizon int64 // the model's own limit (cn_model_info.max_horizon)
 	MaxOutputValues int64 // series x quantile levels x horizon
 	MaxInputValues  int64 // values and covariate values, over all series
+	MaxGroupRows    int   // rows (series and their covariates) of one multivariate task
 }
 
 // maxJSONDepth bounds nesting in request bodies (a request needs 4 levels).
@@ -101,7 +103,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 
 // validate checks the request against lim: first every size it implies (cheap, no allocation), then the
 // values, then the timestamps (whose extension is bounded by the output limit by then).
-func (r *forecastRequest) validate(lim limits) error {
+func (r *forecastRequest) validate(ctx context.Context, lim limits) error {
 	if r.Horizon < 1 {
 		return badRequest("horizon: must be >= 1")
 	}
@@ -120,15 +122,27 @@ func (r *forecastRequest) validate(lim limits) error {
 	if len(r.Quantiles) > lim.MaxQuantiles {
 		return badRequest(fmt.Sprintf("quantiles: at most %d levels", lim.MaxQuantiles))
 	}
+	if r.Quantiles != nil && len(r.Quantiles) == 0 {
+		return badRequest("quantiles: give at least one level, or leave the field out for the defaults")
+	}
 	levels := len(r.Quantiles)
 	if r.Quantiles == nil {
 		levels = len(defaultQuantiles)
 	}
-	// Both factors are bounded (series <= MaxSeries, levels <= MaxQuantiles, horizon <= MaxHorizon), so
-	// the int64 product cannot overflow for any configuration that fits in memory.
-	if out := int64(len(r.Series)) * int64(levels) * int64(r.Horizon); out > lim.MaxOutputValues {
-		return badRequest(fmt.Sprintf("the forecast would hold %d values (%d series x %d quantile levels x horizon %d), "+
-			"above the limit of %d (-max-output-values)", out, len(r.Series), levels, r.Horizon, lim.MaxOutputValues))
+	// The response's size in float values, a future timestamp counting as 8 (about 32 bytes of text). Every
+	// factor is bounded (series <= MaxSeries, levels <= MaxQuantiles, horizon <= MaxHorizon), so the int64
+	// products cannot overflow for any configuration that fits in memory.
+	stamped := 0
+	for _, s := range r.Series {
+		if len(s.Timestamps) > 1 {
+			stamped++
+		}
+	}
+	out := int64(len(r.Series)) * int64(levels) * int64(r.Horizon)
+	if size := out + 8*int64(stamped)*int64(r.Horizon); size > lim.MaxOutputValues {
+		return badRequest(fmt.Sprintf("the forecast would hold %d values (%d series x %d quantile levels x horizon %d) "+
+			"and %d future timestamps (8 values each), above the limit of %d (-max-output-values)", out, len(r.Series),
+			levels, r.Horizon, int64(stamped)*int64(r.Horizon), lim.MaxOutputValues))
 	}
 	var in int64
 	for _, s := range r.Series {
@@ -140,6 +154,19 @@ func (r *forecastRequest) validate(lim limits) error {
 	if in > lim.MaxInputValues {
 		return badRequest(fmt.Sprintf("the request holds %d input values (series and covariates), above the limit of %d",
 			in, lim.MaxInputValues))
+	}
+	// A multivariate task's rows (its series and their covariates) attend to each other: bounded per task.
+	groupRows := map[int]int{}
+	for _, s := range r.Series {
+		if s.Group > 0 {
+			groupRows[s.Group] += 1 + len(s.Covariates)
+		}
+	}
+	for g, n := range groupRows {
+		if n > lim.MaxGroupRows {
+			return badRequest(fmt.Sprintf("group %d: %d rows (series and their covariates) exceed the limit of %d per task",
+				g, n, lim.MaxGroupRows))
+		}
 	}
 	for i, q := range r.Quantiles {
 		if !(q > 0 && q < 1) {
@@ -189,6 +216,9 @@ func (r *forecastRequest) validate(lim limits) error {
 		}
 	}
 	for i, s := range r.Series {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		fut, err := futureTimestamps(s.Timestamps, r.Horizon)
 		if err != nil {
 			return badRequest(fmt.Sprintf("series[%d].%s", i, err.(*apiError).Message))
@@ -334,10 +364,10 @@ func futureTimestamps(stamps []string, horizon int) ([]string, error) {
 		}
 		return out, nil
 	}
-	d := ts[1].Sub(ts[0])
-	for i := 2; i < len(ts); i++ {
-		if ts[i].Sub(ts[i-1]) != d {
-			return nil, nil // irregular: no future stamps
+	d := ts[1].Sub(ts[0]) // saturates at about 292 years: each step must round-trip
+	for i := 1; i < len(ts); i++ {
+		if ts[i].Sub(ts[i-1]) != d || !ts[i-1].Add(d).Equal(ts[i]) {
+			return nil, nil // irregular (or steps too long for a duration): no future stamps
 		}
 	}
 	// d * horizon can overflow time.Duration (about 292 years): check the end in days first, then step.

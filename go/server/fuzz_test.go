@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -25,11 +26,11 @@ func FuzzDecodeForecast(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	lim := limits{MaxSeries: 64, MaxSeriesLen: 4096, MaxCovariates: 8, MaxQuantiles: 99, MaxHorizon: 4096,
-		ModelMaxHorizon: 65536, MaxOutputValues: 1 << 16, MaxInputValues: 1 << 16}
+		ModelMaxHorizon: 65536, MaxOutputValues: 1 << 16, MaxInputValues: 1 << 16, MaxGroupRows: 32}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := decodeForecast(data)
 		if err == nil {
-			err = req.validate(lim)
+			err = req.validate(context.Background(), lim)
 		}
 		if err != nil {
 			var ae *apiError

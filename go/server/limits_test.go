@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cutenative/cutenative/go/api"
+	"github.com/cutenative/cutenative/go/cutenative"
 )
 
 // errorOf decodes a JSON error body (every non-200 answer has one).
@@ -50,6 +51,15 @@ func TestAbsurdCostsAre400sBeforeAllocation(t *testing.T) {
 		series = append(series, `{"values": [1, 2]}`)
 	}
 	big := `{"horizon": 65536, "quantiles": [` + strings.Join(levels, ",") + `], "series": [` + strings.Join(series, ",") + `]}`
+	var ts64, g300 []string
+	for i := 0; i < 64; i++ {
+		ts64 = append(ts64, `{"values": [1, 2], "timestamps": ["2020-01-01", "2020-01-02"]}`)
+	}
+	for i := 0; i < 300; i++ {
+		g300 = append(g300, `{"values": [1, 2], "group": 1}`)
+	}
+	stamped64 := `{"horizon": 65536, "quantiles": [0.5], "series": [` + strings.Join(ts64, ",") + `]}`
+	group300 := `{"horizon": 8, "series": [` + strings.Join(g300, ",") + `]}`
 	tests := []struct {
 		name, body, message string
 	}{
@@ -62,6 +72,10 @@ func TestAbsurdCostsAre400sBeforeAllocation(t *testing.T) {
 			"9999"},
 		{"monthly past 9999", `{"horizon": 100, "series": [{"values": [1, 2], "timestamps": ["9990-01", "9991-01"]}]}`,
 			"after 9999"},
+		{"empty quantile list (it skipped the output limit)", `{"horizon": 65536, "quantiles": [], "series": [{"values": [1]}]}`,
+			"give at least one level"},
+		{"future timestamps count in the output limit", stamped64, "future timestamps (8 values each)"},
+		{"a group of 300 rows", group300, "exceed the limit of 256 per task"},
 	}
 	before := heapBytes()
 	for _, tc := range tests {
@@ -80,6 +94,22 @@ func TestAbsurdCostsAre400sBeforeAllocation(t *testing.T) {
 	}
 	if len(big) < 10000 || len(big) > 40000 {
 		t.Fatalf("the big request is %d bytes", len(big))
+	}
+}
+
+// Steps longer than time.Duration can hold (about 292 years) give no future timestamps, not wrong ones.
+func TestFutureTimestampsBeyondADuration(t *testing.T) {
+	got, err := futureTimestamps([]string{"0001-01-01", "1000-01-02", "1999-01-03"}, 3)
+	if err != nil || got != nil {
+		t.Fatalf("got %v %v, want no timestamps", got, err)
+	}
+}
+
+// cost counts a row per series and per covariate.
+func TestCostCountsCovariateRows(t *testing.T) {
+	r := &cutenative.ForecastRequest{Horizon: 130, Series: make([]cutenative.Series, 2), Covariates: make([]cutenative.Covariate, 6)}
+	if c := cost(r, cutenative.Info{NativeHorizon: 64}); c != 8*3 {
+		t.Fatalf("cost %d, want 24 (8 rows x 3 passes)", c)
 	}
 }
 
@@ -185,9 +215,10 @@ func TestStrictBodies(t *testing.T) {
 	}
 }
 
-// A body slower than the server's read timeout is a 408 whose message names no socket address.
+// A body slower than the request's timeout (shorter than the server's read timeout here) is a 408 whose
+// message names no socket address: the timeout covers reading the body.
 func TestSlowBodyIs408WithoutAddresses(t *testing.T) {
-	s, err := New(Config{Models: map[string]string{"default": defaultModelDir}})
+	s, err := New(Config{Models: map[string]string{"default": defaultModelDir}, Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +227,7 @@ func TestSlowBodyIs408WithoutAddresses(t *testing.T) {
 	}
 	defer s.Close()
 	hs := httptest.NewUnstartedServer(s.Handler())
-	hs.Config.ReadTimeout = 300 * time.Millisecond
+	hs.Config.ReadTimeout = time.Minute
 	hs.Start()
 	defer hs.Close()
 	c, err := net.Dial("tcp", hs.Listener.Addr().String())

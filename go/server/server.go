@@ -45,9 +45,10 @@ type Config struct {
 	MaxInputValues  int64 // values and covariate values per request (default 4 Mi)
 	MaxInflight     int   // requests being read, validated, queued or run at once before 429 (default 1024)
 
-	// Fairness: a request whose cost (series x forward passes, a pass per native horizon of the model) is
-	// above LongCost runs in its model's second lane, one at a time, beside the first lane's merged calls,
-	// so a long rollout never delays short requests; at most LongQueue wait for that lane before 429.
+	// Fairness: a request whose cost (rows x forward passes: a row per series and per covariate, a pass per
+	// native horizon of the model) is above LongCost runs in its model's second lane, one at a time, beside
+	// the first lane's merged calls, so a long rollout never delays short requests; at most LongQueue wait
+	// for that lane before 429.
 	LongCost  int64 // default 256
 	LongQueue int   // default 4
 
@@ -350,6 +351,9 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	defer s.inflight.Add(-1)
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
+	if dl, ok := ctx.Deadline(); ok { // the body too arrives within the request's timeout (408 otherwise)
+		_ = http.NewResponseController(w).SetReadDeadline(dl)
+	}
 	data, e := readBody(w, r, s.cfg.MaxBodyBytes)
 	if e != nil {
 		return e
@@ -364,8 +368,8 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	}
 	lim := limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen, MaxCovariates: 64, MaxQuantiles: 99,
 		MaxHorizon: s.cfg.MaxHorizon, ModelMaxHorizon: m.info.MaxHorizon, MaxOutputValues: s.cfg.MaxOutputValues,
-		MaxInputValues: s.cfg.MaxInputValues}
-	if err := req.validate(lim); err != nil {
+		MaxInputValues: s.cfg.MaxInputValues, MaxGroupRows: 256}
+	if err := req.validate(ctx, lim); err != nil {
 		return fromError(err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -398,15 +402,15 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	return s.writeJSON(w, http.StatusOK, buildResponse(m.name, req, res.forecast, res.first))
 }
 
-// cost estimates a request's work in series x forward passes: a pass yields the model's native horizon,
-// longer horizons roll out pass after pass.
+// cost estimates a request's work in model rows x forward passes: a row per series and per covariate, a
+// pass per native horizon (longer horizons roll out pass after pass).
 func cost(r *cutenative.ForecastRequest, info cutenative.Info) int64 {
 	native := info.NativeHorizon
 	if native < 1 {
 		native = 1
 	}
 	passes := (int64(r.Horizon) + native - 1) / native
-	return int64(len(r.Series)) * passes
+	return int64(len(r.Series)+len(r.Covariates)) * passes
 }
 
 // nonFiniteSeries returns the first of n series (from first in f) holding a NaN or Inf, or -1.

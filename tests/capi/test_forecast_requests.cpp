@@ -106,6 +106,22 @@ TEST_F(Fixture, OutputBeyondTheLibraryLimitIsRefused) {
     EXPECT_NE(msg().find("CN_FORECAST_MAX_VALUES"), std::string::npos);
 }
 
+// A group too large for one pass's attention mask is refused, naming the task, before the pass runs: 400
+// series in one group past the native horizon (9 paths each) on tiny_a (21 tokens) is 3600^2 x 21 elements.
+TEST_F(Fixture, GroupBeyondTheMaskLimitIsRefused) {
+    const auto v = series(40);
+    for (int i = 0; i < 400; ++i) add(v, 3);
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 40, err), CN_STATUS_OK);
+    std::vector<float> out;
+    EXPECT_EQ(run(&out), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(msg().find("task of series[0]: 400 rows (targets and covariates) attend to each other over 3600 rows"),
+              std::string::npos)
+        << msg();
+    // Within the native horizon (one path per row) the same group fits and runs.
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+    EXPECT_EQ(run(&out), CN_STATUS_OK) << msg();
+}
+
 TEST_F(Fixture, CovariateLengthsAndGroups) {
     auto v = series(30);
     add(v);

@@ -32,6 +32,9 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // The reference's default levels for the long-horizon rollout.
 const std::vector<float> kUnrolledQuantiles = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f};
 
+// The largest group-attention mask one forward pass may build: rows^2 x tokens elements (1 GiB in fp32).
+constexpr int64_t kMaxGroupMask = int64_t{1} << 28;
+
 [[noreturn]] void invalid(const std::string& msg) { fail(Status::kInvalidArgument, msg); }
 
 // One task: its target series (request indices) and rows [targets | past-only covariates | known-future
@@ -328,12 +331,35 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
     const int64_t H = req.horizon;
     const int64_t nq = static_cast<int64_t>(shape.n_outputs);
 
-    // Batches of whole tasks, as the reference's sequential batching: add tasks while rows < batch_rows.
+    // Batches of whole tasks, as the reference's sequential batching: add tasks while rows < batch_rows. Group
+    // attention (any task of more than one row) builds an additive mask over the batch's rows squared at every
+    // token: a batch stops growing before that mask would pass kMaxGroupMask elements, and a task that alone
+    // passes it is refused (a rollout multiplies the rows by the unrolled paths).
+    const int64_t tokens = (cfg.context_length + cfg.patch_size - 1) / cfg.patch_size + 1 + cfg.max_output_patches;
+    const int64_t paths = H > cfg.native_horizon() ? static_cast<int64_t>(kUnrolledQuantiles.size()) : 1;
+    auto mask_fits = [&](int64_t rows, bool grouped) {
+        const int64_t r = rows * paths;
+        return !grouped || (r <= kMaxGroupMask / r / tokens);
+    };
     std::vector<std::pair<size_t, size_t>> batches;
     for (size_t i = 0; i < tasks.size();) {
         const size_t start = i;
         int64_t rows = 0;
-        while (i < tasks.size() && rows < opt.batch_rows) rows += tasks[i++].rows();
+        bool grouped = false;
+        while (i < tasks.size() && rows < opt.batch_rows) {
+            const int64_t r = tasks[i].rows();
+            if (i > start && !mask_fits(rows + r, grouped || r > 1)) break;
+            rows += r;
+            grouped = grouped || r > 1;
+            ++i;
+        }
+        if (!mask_fits(rows, grouped)) {
+            invalid("task of series[" + std::to_string(tasks[start].targets.front()) + "]: " + std::to_string(tasks[start].rows()) +
+                    " rows (targets and covariates) attend to each other over " + std::to_string(rows * paths) +
+                    " rows x " + std::to_string(tokens) + " tokens, above the library's limit of " +
+                    std::to_string(kMaxGroupMask) + " mask elements; give smaller groups or fewer covariates" +
+                    (paths > 1 ? std::string(", or a horizon within the native ") + std::to_string(cfg.native_horizon()) : std::string()));
+        }
         batches.emplace_back(start, i);
     }
     run.set_total(batches.size());

@@ -22,12 +22,18 @@ type drainListener struct {
 	net.Listener
 	slots    chan struct{} // nil: no limit
 	draining atomic.Bool
-	quiet    atomic.Int64 // nanoseconds
-	taken    atomic.Int64 // connections taken while draining
+	quiet    atomic.Int64  // nanoseconds
+	until    atomic.Int64  // unix nanoseconds after which the drain takes nothing more
+	taken    atomic.Int64  // connections taken while draining
+	stop     chan struct{} // closed by startDrain: wakes an Accept waiting for a connection slot
+	stopOnce sync.Once
 }
 
+// maxAcceptPhase bounds how long a drain keeps taking new connections when they keep arriving.
+const maxAcceptPhase = 5 * time.Second
+
 func newDrainListener(l net.Listener, maxConns int) *drainListener {
-	d := &drainListener{Listener: l}
+	d := &drainListener{Listener: l, stop: make(chan struct{})}
 	if maxConns > 0 {
 		d.slots = make(chan struct{}, maxConns)
 	}
@@ -36,10 +42,13 @@ func newDrainListener(l net.Listener, maxConns int) *drainListener {
 
 type deadliner interface{ SetDeadline(time.Time) error }
 
-// startDrain switches Accept to draining; a blocked Accept wakes within quiet.
+// startDrain switches Accept to draining; a blocked Accept wakes within quiet (or at once when it waits for
+// a connection slot: the connections holding them are being served, not new ones).
 func (l *drainListener) startDrain(quiet time.Duration) {
 	l.quiet.Store(int64(quiet))
+	l.until.Store(time.Now().Add(maxAcceptPhase).UnixNano())
 	l.draining.Store(true)
+	l.stopOnce.Do(func() { close(l.stop) })
 	if d, ok := l.Listener.(deadliner); ok {
 		_ = d.SetDeadline(time.Now().Add(quiet))
 	}
@@ -47,7 +56,16 @@ func (l *drainListener) startDrain(quiet time.Duration) {
 
 func (l *drainListener) Accept() (net.Conn, error) {
 	if l.slots != nil {
-		l.slots <- struct{}{} // a connection's Close gives the slot back
+		select {
+		case l.slots <- struct{}{}: // a connection's Close gives the slot back
+		case <-l.stop:
+			// Draining with every slot taken: try for one only while others free up (they are finishing).
+			select {
+			case l.slots <- struct{}{}:
+			case <-time.After(time.Duration(l.quiet.Load())):
+				return nil, errDrained
+			}
+		}
 	}
 	release := func() {
 		if l.slots != nil {
@@ -58,7 +76,7 @@ func (l *drainListener) Accept() (net.Conn, error) {
 		draining := l.draining.Load()
 		if draining {
 			d, ok := l.Listener.(deadliner)
-			if !ok {
+			if !ok || time.Now().UnixNano() > l.until.Load() {
 				release()
 				return nil, errDrained
 			}

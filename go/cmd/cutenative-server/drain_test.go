@@ -50,6 +50,42 @@ func TestDrainListenerLimitsOpenConnections(t *testing.T) {
 	second.Close()
 }
 
+// A drain with every connection slot taken (by a keep-alive connection, say) still ends: Accept does not wait
+// for a slot that only closing connections can free.
+func TestDrainEndsWithEverySlotTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := newDrainListener(ln, 1)
+	defer dl.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, err := dl.Accept() // the only slot, kept open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := dl.Accept()
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	dl.startDrain(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errDrained) {
+			t.Fatalf("accept: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the drain waited for a connection slot")
+	}
+}
+
 // A draining listener takes what is queued, then ends with errDrained once nothing arrives for `quiet`.
 func TestDrainListenerTakesQueuedConnectionsThenEnds(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

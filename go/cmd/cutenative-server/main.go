@@ -23,7 +23,7 @@
 //	-max-horizon    CUTENATIVE_MAX_HORIZON        65536               steps per request (the model's limit applies too)
 //	-max-output-values CUTENATIVE_MAX_OUTPUT_VALUES 4194304          series x quantile levels x horizon per request
 //	-max-input-values  CUTENATIVE_MAX_INPUT_VALUES  4194304          values + covariate values per request
-//	-long-cost      CUTENATIVE_LONG_COST          256                 series x forward passes above which a request runs in the long lane
+//	-long-cost      CUTENATIVE_LONG_COST          256                 rows (series + covariates) x forward passes above which a request runs in the long lane
 //	-max-conns      CUTENATIVE_MAX_CONNS          4096                open connections at once (more wait in the kernel's queue)
 //	-lora-catalog   CUTENATIVE_LORA_CATALOG       (none)              LoRA catalog: enables POST /v1/loras/search
 //	-embed-model    CUTENATIVE_EMBED_MODEL        (none)              sentence-embedding model dir (needed by -lora-catalog)
@@ -166,7 +166,7 @@ func main() {
 	maxHorizon := flag.Int("max-horizon", envInt("CUTENATIVE_MAX_HORIZON", 65536), "steps per request (the model's limit applies too)")
 	maxOut := flag.Int("max-output-values", envInt("CUTENATIVE_MAX_OUTPUT_VALUES", 4<<20), "series x quantile levels x horizon per request")
 	maxIn := flag.Int("max-input-values", envInt("CUTENATIVE_MAX_INPUT_VALUES", 4<<20), "values and covariate values per request")
-	longCost := flag.Int("long-cost", envInt("CUTENATIVE_LONG_COST", 256), "series x forward passes above which a request runs in the model's long lane")
+	longCost := flag.Int("long-cost", envInt("CUTENATIVE_LONG_COST", 256), "rows (series + covariates) x forward passes above which a request runs in the model's long lane")
 	maxConns := flag.Int("max-conns", envInt("CUTENATIVE_MAX_CONNS", 4096), "open connections at once")
 	var lo loraOptions
 	flag.StringVar(&lo.catalog, "lora-catalog", env("CUTENATIVE_LORA_CATALOG", ""), "LoRA catalog file (enables POST /v1/loras/search; needs -embed-model)")
@@ -329,11 +329,12 @@ func run(log *slog.Logger, o options) error {
 	case sig := <-o.stop:
 		log.Info("draining", "signal", sig.String())
 	}
-	// Graceful drain: readyz goes 503; the listener keeps taking every connection the kernel has already
-	// accepted (until its queue stays empty for a moment), then closes; in-flight requests finish; then
-	// queued work ends and the models are freed.
+	// Graceful drain: readyz goes 503; keep-alives end after each connection's current answer; the listener
+	// keeps taking every connection the kernel has already accepted (until its queue stays empty for 50 ms,
+	// at most 5 s), then closes; in-flight requests finish; then queued work ends and the models are freed.
 	srv.Drain()
 	stopReloads()
+	httpSrv.SetKeepAlivesEnabled(false) // connections close after their current answer, none is cut mid-request
 	dl.startDrain(50 * time.Millisecond)
 	if err := <-errc; err != nil && !errors.Is(err, errDrained) && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("serve", "error", err)

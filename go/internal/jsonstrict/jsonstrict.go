@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Check returns nil or an error whose message names the problem: "duplicate key \"k\"", "JSON nested deeper
@@ -107,7 +109,7 @@ func (s *scanner) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		lk := strings.ToLower(k)
+		lk := fold(k)
 		for _, seen := range keys {
 			if seen == lk {
 				return fmt.Errorf("duplicate key %q", k)
@@ -164,6 +166,32 @@ func (s *scanner) array(depth int) error {
 			return s.errorf("invalid character %q after an array element", s.data[s.i])
 		}
 	}
+}
+
+// fold maps a key to what encoding/json compares when it matches struct fields: ASCII upper case, and every
+// other rune to the smallest rune of its simple-fold orbit (so "ſeries" and "series" are the same key).
+func fold(k string) string {
+	var b strings.Builder
+	b.Grow(len(k))
+	for _, r := range k {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b.WriteRune(r)
+			continue
+		}
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // str consumes a string (s.data[s.i] == '"'); with decode, it returns its value (escapes resolved as
