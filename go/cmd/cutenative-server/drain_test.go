@@ -7,14 +7,22 @@ import (
 	"time"
 )
 
-// -max-conns: a connection beyond the limit waits in the kernel's queue until one closes.
-func TestDrainListenerLimitsOpenConnections(t *testing.T) {
+// testListener is a drain listener on a loopback port, closed with the test.
+func testListener(t *testing.T, maxConns int) *drainListener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl := newDrainListener(ln, 2)
-	defer dl.Close()
+	dl := newDrainListener(ln, maxConns)
+	t.Cleanup(func() { dl.Close() })
+	return dl
+}
+
+// -max-conns: a connection beyond the limit waits in the kernel's queue until one closes.
+func TestDrainListenerLimitsOpenConnections(t *testing.T) {
+	dl := testListener(t, 2)
+	ln := dl.Listener
 	accepted := make(chan net.Conn, 3)
 	go func() {
 		for {
@@ -53,12 +61,8 @@ func TestDrainListenerLimitsOpenConnections(t *testing.T) {
 // A drain with every connection slot taken (by a keep-alive connection, say) still ends: Accept does not wait
 // for a slot that only closing connections can free.
 func TestDrainEndsWithEverySlotTaken(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl := newDrainListener(ln, 1)
-	defer dl.Close()
+	dl := testListener(t, 1)
+	ln := dl.Listener
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -88,12 +92,8 @@ func TestDrainEndsWithEverySlotTaken(t *testing.T) {
 
 // A draining listener takes what is queued, then ends with errDrained once nothing arrives for `quiet`.
 func TestDrainListenerTakesQueuedConnectionsThenEnds(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl := newDrainListener(ln, 0)
-	defer dl.Close()
+	dl := testListener(t, 0)
+	ln := dl.Listener
 	for i := 0; i < 5; i++ {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
