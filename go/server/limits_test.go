@@ -31,6 +31,18 @@ func errorOf(t *testing.T, b []byte) apiError {
 	return e.Error
 }
 
+// expect400 posts body and wants a 400 whose message contains message.
+func (ts *testServer) expect400(t *testing.T, body, message string) {
+	t.Helper()
+	code, _, b := ts.post(t, body)
+	if code != 400 {
+		t.Fatalf("status %d, want 400: %.200s", code, b)
+	}
+	if e := errorOf(t, b); !strings.Contains(e.Message, message) {
+		t.Fatalf("message %q, want %q", e.Message, message)
+	}
+}
+
 func heapBytes() uint64 {
 	runtime.GC()
 	var ms runtime.MemStats
@@ -79,15 +91,7 @@ func TestAbsurdCostsAre400sBeforeAllocation(t *testing.T) {
 	}
 	before := heapBytes()
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			code, _, b := ts.post(t, tc.body)
-			if code != 400 {
-				t.Fatalf("status %d, want 400: %.200s", code, b)
-			}
-			if e := errorOf(t, b); !strings.Contains(e.Message, tc.message) {
-				t.Fatalf("message %q, want %q", e.Message, tc.message)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { ts.expect400(t, tc.body, tc.message) })
 	}
 	if after := heapBytes(); after > before+64<<20 {
 		t.Fatalf("the heap grew from %d to %d bytes", before, after)
@@ -203,15 +207,7 @@ func TestStrictBodies(t *testing.T) {
 		{"deep nesting", strings.Repeat("[", 64) + strings.Repeat("]", 64), "nested deeper"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			code, _, b := ts.post(t, tc.body)
-			if code != 400 {
-				t.Fatalf("status %d, want 400: %s", code, b)
-			}
-			if e := errorOf(t, b); !strings.Contains(e.Message, tc.message) {
-				t.Fatalf("message %q, want %q", e.Message, tc.message)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { ts.expect400(t, tc.body, tc.message) })
 	}
 }
 

@@ -121,22 +121,8 @@ func (s *scanner) object(depth int) error {
 			return s.errorf("expected ':'")
 		}
 		s.i++
-		s.space()
-		if err := s.value(depth); err != nil {
+		if done, err := s.member(depth, '}', "an object value"); done || err != nil {
 			return err
-		}
-		s.space()
-		if s.i >= len(s.data) {
-			return s.errorf("")
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.errorf("invalid character %q after an object value", s.data[s.i])
 		}
 	}
 }
@@ -148,23 +134,32 @@ func (s *scanner) array(depth int) error {
 		return nil
 	}
 	for {
-		s.space()
-		if err := s.value(depth); err != nil {
+		if done, err := s.member(depth, ']', "an array element"); done || err != nil {
 			return err
 		}
-		s.space()
-		if s.i >= len(s.data) {
-			return s.errorf("")
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errorf("invalid character %q after an array element", s.data[s.i])
-		}
+	}
+}
+
+// member consumes a container's next value and what follows it: ',' (more to come) or the closing byte
+// (done).
+func (s *scanner) member(depth int, closing byte, what string) (done bool, err error) {
+	s.space()
+	if err := s.value(depth); err != nil {
+		return false, err
+	}
+	s.space()
+	if s.i >= len(s.data) {
+		return false, s.errorf("")
+	}
+	switch s.data[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case closing:
+		s.i++
+		return true, nil
+	default:
+		return false, s.errorf("invalid character %q after %s", s.data[s.i], what)
 	}
 }
 
