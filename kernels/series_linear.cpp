@@ -50,7 +50,7 @@ at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const
                                  int64_t block) {
     if (block < 1 || !x.defined() || !w.defined() || w.dim() != 2 || x.dim() != 3 || dim < 0 || dim > 1 ||
         x.size(-1) != w.size(1) || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0)))) {
-        fail(Status::kInternal, "series_linear: x [..., K] with the series along a leading dim, w [N, K], b [N]");
+        fail(Status::kInternal, "series_linear: x [n, R, K] or [R, n, K] (series along dim 0 or 1), w [N, K], b [N]");
     }
     std::vector<int64_t> shape = x.sizes().vec();
     const int64_t N = w.size(0), n = x.size(dim);
