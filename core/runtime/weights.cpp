@@ -63,12 +63,22 @@ at::Tensor tensor_view(const std::shared_ptr<const format::Checkpoint>& checkpoi
 Weights::Weights(std::shared_ptr<const format::Checkpoint> checkpoint, WeightLoadOptions options)
     : checkpoint_(std::move(checkpoint)), options_(options) {}
 
-void Weights::expect(const std::string& name, std::vector<int64_t> shape) { expected_[name] = std::move(shape); }
+void Weights::declare(at::Tensor& dst, const std::string& name, std::vector<int64_t> shape, WeightFlags flags) {
+    if (declared_.count(name)) fail(Status::kInternal, "weights: tensor \"" + name + "\" declared twice");
+    declared_[name] = Decl{std::move(shape), &dst, flags};
+}
+
+void Weights::expect(const std::string& name, std::vector<int64_t> shape) {
+    if (declared_.count(name)) fail(Status::kInternal, "weights: tensor \"" + name + "\" declared twice");
+    declared_[name] = Decl{std::move(shape), nullptr, {}};
+}
 
 void Weights::validate() const {
     const std::string& dir = checkpoint_->dir();
-    for (const auto& [name, shape] : expected_) {
+    for (const auto& [name, decl] : declared_) {
+        const std::vector<int64_t>& shape = decl.shape;
         const auto* ref = checkpoint_->find(name);
+        if (!ref && decl.flags.optional) continue;
         if (!ref) fail(Status::kModelFormat, dir + ": missing tensor \"" + name + "\" (expected shape " + shape_str(shape) + ")");
         if (ref->entry->shape != shape) {
             fail(Status::kModelFormat, dir + ": tensor \"" + name + "\" has shape " + shape_str(ref->entry->shape) +
@@ -80,25 +90,31 @@ void Weights::validate() const {
         }
     }
     for (const auto& [name, ref] : checkpoint_->tensors()) {
-        if (!expected_.count(name) && !unused_.count(name)) fail(Status::kModelFormat, dir + ": unexpected tensor \"" + name + "\"");
+        if (!declared_.count(name) && !unused_.count(name)) fail(Status::kModelFormat, dir + ": unexpected tensor \"" + name + "\"");
     }
 }
 
 uint64_t Weights::expected_elements() const {
     uint64_t n = 0;
-    for (const auto& [name, shape] : expected_) {
+    for (const auto& [name, decl] : declared_) {
+        if (decl.flags.buffer || (decl.flags.optional && !checkpoint_->find(name))) continue;
         uint64_t e = 1;
-        for (int64_t d : shape) e *= static_cast<uint64_t>(d);
+        for (int64_t d : decl.shape) e *= static_cast<uint64_t>(d);
         n += e;
     }
     return n;
 }
 
-at::Tensor Weights::load(const std::string& name) const { return load(name, options_.dtype); }
+void Weights::load_all() const {
+    for (const auto& [name, decl] : declared_) {
+        if (decl.flags.optional && !checkpoint_->find(name)) continue;
+        if (decl.dst) *decl.dst = load(name, decl.flags.dtype.value_or(options_.dtype));
+    }
+}
 
 at::Tensor Weights::load(const std::string& name, c10::ScalarType dtype) const {
     const auto* ref = checkpoint_->find(name);
-    if (!ref || !expected_.count(name)) fail(Status::kInternal, "weights: tensor \"" + name + "\" was not declared");
+    if (!ref) fail(Status::kInternal, "weights: tensor \"" + name + "\" is not in the checkpoint");
     at::Tensor t = tensor_view(checkpoint_, *ref);
     const bool alias_ok = options_.zero_copy && options_.device.is_cpu() && t.scalar_type() == dtype;
     // copy=true detaches same-dtype CPU tensors from the mapping unless aliasing was asked for.

@@ -1,11 +1,13 @@
-// Turns validated checkpoint entries into at::Tensors on the model's device and dtype. The model first
-// declares every tensor it needs with its expected shape (`expect`), `validate` checks the whole set
-// (missing, extra, mis-shaped) before any device memory is allocated, then `load` materialises each one.
+// Turns validated checkpoint entries into at::Tensors on the model's device and dtype. Each tensor is written
+// once, in the model's weight list: `declare` names it with its expected shape, flags and the at::Tensor it is
+// loaded into; `validate` checks the whole list against the checkpoint (missing, extra, mis-shaped) before any
+// device memory is allocated, then `load_all` materialises every declared tensor into its destination.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,31 +27,51 @@ struct WeightLoadOptions {
     bool check_finite = false;            // reject NaN/Inf weights
 };
 
+// How a declared tensor is checked and loaded.
+struct WeightFlags {
+    bool optional = false;  // absent is fine (the destination stays undefined); present, it must match
+    bool buffer = false;    // a buffer, not a parameter: not counted in expected_elements()
+    std::optional<c10::ScalarType> dtype;  // load in this dtype instead of the options' (e.g. fp32 tables)
+};
+
 class Weights {
 public:
     Weights(std::shared_ptr<const format::Checkpoint> checkpoint, WeightLoadOptions options);
 
-    // Declares a required tensor and its shape.
+    // Declares a tensor, its shape and where load_all() puts it. `dst` must outlive load_all() (size the
+    // model's containers before declaring into them).
+    void declare(at::Tensor& dst, const std::string& name, std::vector<int64_t> shape, WeightFlags flags = {});
+    // Transitional (removed once every model declares its list): a tensor declared without a destination,
+    // loaded by name.
     void expect(const std::string& name, std::vector<int64_t> shape);
+    at::Tensor load(const std::string& name) const { return load(name, options_.dtype); }
     // Declares a tensor the checkpoint may carry that the model does not use (e.g. BERT's pooler); it is
     // neither loaded nor counted, and any dtype is accepted.
     void allow_unused(const std::string& name) { unused_.insert(name); }
-    // Checks the declared set against the checkpoint: every expected tensor present with its shape and a
-    // floating dtype, no tensor left undeclared. Throws cn::Error(kModelFormat) naming the tensor.
+    // Checks the declared list against the checkpoint: every required tensor present (optional ones when
+    // present) with its shape and a floating dtype, no tensor left undeclared. Throws cn::Error(kModelFormat)
+    // naming the tensor.
     void validate() const;
-    // Loads a declared tensor (after validate) as options.dtype on options.device; `dtype` overrides the
-    // dtype for tensors the model keeps in another precision.
-    at::Tensor load(const std::string& name) const;
-    at::Tensor load(const std::string& name, c10::ScalarType dtype) const;
+    // Loads every declared tensor the checkpoint has (after validate) on options.device, in options.dtype
+    // unless its flags name another, into its destination.
+    void load_all() const;
 
     const format::Checkpoint& checkpoint() const { return *checkpoint_; }
     const WeightLoadOptions& options() const { return options_; }
+    // Elements of the declared parameters (required ones, and optional ones the checkpoint has; no buffers).
     uint64_t expected_elements() const;
 
 private:
+    struct Decl {
+        std::vector<int64_t> shape;
+        at::Tensor* dst = nullptr;
+        WeightFlags flags;
+    };
+    at::Tensor load(const std::string& name, c10::ScalarType dtype) const;
+
     std::shared_ptr<const format::Checkpoint> checkpoint_;
     WeightLoadOptions options_;
-    std::map<std::string, std::vector<int64_t>> expected_;
+    std::map<std::string, Decl> declared_;
     std::set<std::string> unused_;
 };
 
