@@ -14,7 +14,7 @@ namespace {
 
 constexpr size_t kMaxSeriesLength = size_t{1} << 28;  // 268M values per series
 constexpr size_t kMaxSeries = size_t{1} << 20;
-constexpr int64_t kMaxHorizon = int64_t{1} << 20;
+constexpr int64_t kMaxRequestHorizon = int64_t{1} << 20;  // any model; each model has its own, lower limit
 constexpr size_t kMaxQuantiles = 1024;
 
 void check_array(const void* p, size_t n, const char* what) {
@@ -182,8 +182,8 @@ cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, size_t se
 cn_status cn_forecast_request_set_horizon(cn_forecast_request* req, int64_t horizon, cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
-        if (horizon < 1 || horizon > kMaxHorizon) {
-            cn::fail(Status::kInvalidArgument, "horizon: must be in [1, " + std::to_string(kMaxHorizon) + "], got " +
+        if (horizon < 1 || horizon > kMaxRequestHorizon) {
+            cn::fail(Status::kInvalidArgument, "horizon: must be in [1, " + std::to_string(kMaxRequestHorizon) + "], got " +
                                                    std::to_string(horizon));
         }
         req->r.horizon = horizon;

@@ -7,14 +7,14 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
-#include <ATen/ops/gelu.h>
 #include <ATen/ops/index_select.h>
-#include <ATen/ops/layer_norm.h>
-#include <ATen/ops/linear.h>
-#include <ATen/ops/scaled_dot_product_attention.h>
 
 #include "core/common/status.h"
 #include "core/format/checkpoint.h"
+#include "core/layers/attention.h"
+#include "core/layers/linear.h"
+#include "core/layers/mlp.h"
+#include "core/layers/norm.h"
 #include "core/models/bert/bert_config.h"
 #include "core/runtime/weights.h"
 #include "core/tokenizers/wordpiece.h"
@@ -22,14 +22,8 @@
 namespace cn::bert {
 namespace {
 
-struct Linear {
-    at::Tensor w, b;
-    at::Tensor operator()(const at::Tensor& x) const { return at::linear(x, w, b); }
-};
-
-struct Norm {
-    at::Tensor w, b;
-};
+using layers::Linear;
+using layers::Norm;
 
 struct Layer {
     Linear q, k, v, o, up, down;
@@ -95,7 +89,7 @@ private:
     // [hidden] fp32: pooled and L2-normalised embedding of one token sequence.
     at::Tensor encode(const std::vector<int32_t>& tokens) const {
         const int64_t T = static_cast<int64_t>(tokens.size());
-        const int64_t H = cfg_.hidden, heads = cfg_.heads, dh = cfg_.head_dim();
+        const int64_t H = cfg_.hidden, heads = cfg_.heads;
         const auto dev = options_.device;
         at::Tensor ids = at::empty({T}, at::TensorOptions().dtype(at::kLong));
         int64_t* p = ids.data_ptr<int64_t>();
@@ -103,14 +97,13 @@ private:
         ids = ids.to(dev);
         const double eps = cfg_.layer_norm_eps;
         at::Tensor x = at::index_select(w_.word, 0, ids) + w_.pos.slice(0, 0, T) + w_.type.select(0, 0);
-        x = at::layer_norm(x, {H}, w_.emb_norm.w, w_.emb_norm.b, eps).unsqueeze(0);  // [1, T, H]
-        auto heads_of = [&](const at::Tensor& y) { return y.view({1, T, heads, dh}).transpose(1, 2); };
+        x = layers::layer_norm(x, w_.emb_norm, eps).unsqueeze(0);  // [1, T, H]
         for (const Layer& l : w_.layers) {
-            const at::Tensor a = at::scaled_dot_product_attention(heads_of(l.q(x)), heads_of(l.k(x)), heads_of(l.v(x)));
-            const at::Tensor ctx = a.transpose(1, 2).reshape({1, T, H});
-            x = at::layer_norm(l.o(ctx) + x, {H}, l.attn_norm.w, l.attn_norm.b, eps);
-            const at::Tensor h = at::gelu(l.up(x));  // exact (erf) GELU
-            x = at::layer_norm(l.down(h) + x, {H}, l.out_norm.w, l.out_norm.b, eps);
+            const at::Tensor a = layers::attention(layers::split_heads(layers::linear(x, l.q), heads),
+                                                   layers::split_heads(layers::linear(x, l.k), heads),
+                                                   layers::split_heads(layers::linear(x, l.v), heads));
+            x = layers::layer_norm(layers::linear(layers::merge_heads(a), l.o) + x, l.attn_norm, eps);
+            x = layers::layer_norm(layers::gelu_mlp(x, l.up, l.down) + x, l.out_norm, eps);  // exact (erf) GELU
         }
         // Mean pooling as sentence-transformers does it: sum and divide in fp32 (also for bf16/fp16 token embeddings),
         // then round once to the model's dtype; Normalize (F.normalize: x / max(||x||, 1e-12)) in that dtype.
@@ -145,55 +138,35 @@ std::unique_ptr<Model> load_bert(const std::string& dir, const format::ModelConf
             w.allow_unused(name);
         }
     }
+    // The weight list: every tensor named once, with its shape and destination.
     const int64_t H = c.hidden, I = c.intermediate;
-    auto lin = [&](const std::string& p, int64_t out, int64_t in) {
-        w.expect(p + ".weight", {out, in});
-        w.expect(p + ".bias", {out});
+    BertWeights bw;
+    auto norm = [&](Norm& n, const std::string& p) {
+        w.declare(n.w, p + ".weight", {H});
+        w.declare(n.b, p + ".bias", {H});
     };
-    auto norm = [&](const std::string& p) {
-        w.expect(p + ".weight", {H});
-        w.expect(p + ".bias", {H});
-    };
-    w.expect(pre + "embeddings.word_embeddings.weight", {c.vocab_size, H});
-    w.expect(pre + "embeddings.position_embeddings.weight", {c.max_positions, H});
-    w.expect(pre + "embeddings.token_type_embeddings.weight", {c.type_vocab_size, H});
-    norm(pre + "embeddings.LayerNorm");
+    w.declare(bw.word, pre + "embeddings.word_embeddings.weight", {c.vocab_size, H});
+    w.declare(bw.pos, pre + "embeddings.position_embeddings.weight", {c.max_positions, H});
+    w.declare(bw.type, pre + "embeddings.token_type_embeddings.weight", {c.type_vocab_size, H});
+    norm(bw.emb_norm, pre + "embeddings.LayerNorm");
+    bw.layers.resize(static_cast<size_t>(c.layers));
     for (int64_t i = 0; i < c.layers; ++i) {
+        Layer& l = bw.layers[static_cast<size_t>(i)];
         const std::string b = pre + "encoder.layer." + std::to_string(i) + ".";
-        lin(b + "attention.self.query", H, H);
-        lin(b + "attention.self.key", H, H);
-        lin(b + "attention.self.value", H, H);
-        lin(b + "attention.output.dense", H, H);
-        norm(b + "attention.output.LayerNorm");
-        lin(b + "intermediate.dense", I, H);
-        lin(b + "output.dense", H, I);
-        norm(b + "output.LayerNorm");
+        layers::declare_linear(w, l.q, b + "attention.self.query", H, H);
+        layers::declare_linear(w, l.k, b + "attention.self.key", H, H);
+        layers::declare_linear(w, l.v, b + "attention.self.value", H, H);
+        layers::declare_linear(w, l.o, b + "attention.output.dense", H, H);
+        norm(l.attn_norm, b + "attention.output.LayerNorm");
+        layers::declare_linear(w, l.up, b + "intermediate.dense", I, H);
+        layers::declare_linear(w, l.down, b + "output.dense", H, I);
+        norm(l.out_norm, b + "output.LayerNorm");
     }
     w.validate();
     if (c.max_seq_length > c.max_positions) {
         fail(Status::kModelFormat, dir + ": max_seq_length exceeds max_position_embeddings");
     }
-
-    BertWeights bw;
-    auto L = [&](const std::string& p) { return Linear{w.load(p + ".weight"), w.load(p + ".bias")}; };
-    auto N = [&](const std::string& p) { return Norm{w.load(p + ".weight"), w.load(p + ".bias")}; };
-    bw.word = w.load(pre + "embeddings.word_embeddings.weight");
-    bw.pos = w.load(pre + "embeddings.position_embeddings.weight");
-    bw.type = w.load(pre + "embeddings.token_type_embeddings.weight");
-    bw.emb_norm = N(pre + "embeddings.LayerNorm");
-    for (int64_t i = 0; i < c.layers; ++i) {
-        const std::string b = pre + "encoder.layer." + std::to_string(i) + ".";
-        Layer l;
-        l.q = L(b + "attention.self.query");
-        l.k = L(b + "attention.self.key");
-        l.v = L(b + "attention.self.value");
-        l.o = L(b + "attention.output.dense");
-        l.attn_norm = N(b + "attention.output.LayerNorm");
-        l.up = L(b + "intermediate.dense");
-        l.down = L(b + "output.dense");
-        l.out_norm = N(b + "output.LayerNorm");
-        bw.layers.push_back(std::move(l));
-    }
+    w.load_all();
     return std::make_unique<BertEmbedder>(options, config.json(), c, std::move(bw), std::move(tok), w.expected_elements());
 }
 

@@ -29,6 +29,11 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
+#include "core/layers/attention.h"
+#include "core/layers/linear.h"
+#include "core/layers/mlp.h"
+#include "core/layers/norm.h"
+#include "core/layers/rope.h"
 #include "kernels/chronos2_io.h"
 #include "kernels/series_linear.h"
 
@@ -37,21 +42,15 @@ namespace {
 
 constexpr double kInstanceNormEps = 1e-5;
 
-// T5-style RMS norm: variance in fp32, x * rsqrt(var + eps), rounded to the weight's dtype when that is
-// half precision, then scaled by the weight.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-    const at::Tensor var = at::pow(x.to(at::kFloat), 2).mean(-1, /*keepdim=*/true);
-    at::Tensor y = x * at::rsqrt(var + eps);
-    if (weight.scalar_type() == at::kHalf || weight.scalar_type() == at::kBFloat16) y = y.to(weight.scalar_type());
-    return weight * y;
-}
-
 // A linear layer applied to each series (index `dim` of x) by GEMM calls of its own, so that a series' result
 // depends neither on the other series nor on the thread count (kernels/series_linear.h). Batch invariance is
 // what lets the server merge requests without changing any answer.
 at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, int64_t dim = 0) {
     return kernels::series_linear(x, w, b, dim);
 }
+
+// The same as a layers::LinearOp (series along dim 0), for the shared blocks.
+at::Tensor per_series_linear(const at::Tensor& x, const layers::Linear& l) { return kernels::series_linear(x, l.w, l.b, 0); }
 
 // An elementwise op applied to each series (row `b` of dim 0) by its own ATen call. ATen's CPU loops run the
 // vectorised form of an op over whole vectors and the scalar form over the tail, and for transcendental ops
@@ -71,22 +70,6 @@ at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
     const at::Tensor out = series_linear(hid, w.output_w, w.output_b);
     const at::Tensor res = series_linear(x, w.residual_w, w.residual_b);
     return out + res;
-}
-
-// "b s (h d) -> b h s d"
-at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t dk) {
-    return x.view({x.size(0), x.size(1), heads, dk}).permute({0, 2, 1, 3});
-}
-
-// "b h s d -> b s (h d)"
-at::Tensor merge_heads(const at::Tensor& x) {
-    const at::Tensor t = x.permute({0, 2, 1, 3});
-    return t.reshape({t.size(0), t.size(1), t.size(2) * t.size(3)});
-}
-
-at::Tensor rotate_half(const at::Tensor& x) {
-    const int64_t half = x.size(-1) / 2;
-    return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
 // Left-pads the last dim with NaN to a multiple of p, then splits it into patches: [B, L] -> [B, P, p].
@@ -140,16 +123,11 @@ double lowest(c10::ScalarType dt) {
     }
 }
 
-at::Tensor rope_inv_freq(const Chronos2Config& cfg, c10::Device device) {
-    const int64_t dk = cfg.d_kv;
-    return (1.0 / at::pow(cfg.rope_theta, at::arange(0, dk, 2, at::kLong).to(at::kFloat) / static_cast<double>(dk)))
-        .to(device);
-}
 
 at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dt, const at::Tensor& context_in,
                    const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t N, bool singleton_groups) {
     const int64_t p = cfg.patch_size;
-    const int64_t H = cfg.num_heads, dk = cfg.d_kv;
+    const int64_t H = cfg.num_heads;
     const auto f32 = context_in.options().dtype(at::kFloat);
     const auto fdt = context_in.options().dtype(dt);
 
@@ -224,50 +202,44 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
         group_mask = (1.0 - gtm.permute({2, 0, 1}).unsqueeze(1)) * minv;                       // [t, 1, q, b]
     }
 
-    // RoPE tables (fp32, then the model dtype), positions 0..S-1.
-    const at::Tensor& inv_freq = w.inv_freq;  // no host work inside the pass: it can be captured in a CUDA graph
-    const at::Tensor pos = at::arange(0, S, context.options().dtype(at::kLong)).view({1, 1, S}).to(at::kFloat);
-    const at::Tensor freqs = at::matmul(inv_freq.view({1, -1, 1}), pos).transpose(1, 2);  // [1, S, dk/2]
-    const at::Tensor emb = at::cat({freqs, freqs}, -1);
-    const at::Tensor cos = emb.cos().to(dt).unsqueeze(1);  // [1, 1, S, dk]
-    const at::Tensor sin = emb.sin().to(dt).unsqueeze(1);
+    // RoPE tables (fp32, then the model dtype), positions 0..S-1; w.inv_freq is on the device already (no host
+    // work inside the pass: it can be captured in a CUDA graph).
+    const layers::RopeTables rope = layers::rope_tables(w.inv_freq, 0, S, dt);
 
     const double eps = cfg.layer_norm_epsilon;
     for (const auto& l : w.layers) {
         // Time self-attention (RoPE, unscaled).
         {
-            const at::Tensor n = rms_norm(hidden, l.time_norm, eps);
-            at::Tensor q = split_heads(series_linear(n, l.time_q), H, dk);
-            at::Tensor k = split_heads(series_linear(n, l.time_k), H, dk);
-            const at::Tensor v = split_heads(series_linear(n, l.time_v), H, dk);
-            q = q * cos + rotate_half(q) * sin;
-            k = k * cos + rotate_half(k) * sin;
-            const at::Tensor a = at::scaled_dot_product_attention(q, k, v, time_mask, 0.0, false, /*scale=*/1.0);
-            hidden = hidden + series_linear(merge_heads(a), l.time_o);
+            const at::Tensor n = layers::t5_rms_norm(hidden, l.time_norm, eps);
+            const at::Tensor q = layers::apply_rope(layers::split_heads(series_linear(n, l.time_q), H), rope);
+            const at::Tensor k = layers::apply_rope(layers::split_heads(series_linear(n, l.time_k), H), rope);
+            const at::Tensor v = layers::split_heads(series_linear(n, l.time_v), H);
+            const at::Tensor a = layers::attention(q, k, v, time_mask, false, /*scale=*/1.0);
+            hidden = hidden + series_linear(layers::merge_heads(a), l.time_o);
         }
         // Group self-attention: across the rows of a group, at each time step.
         {
             const at::Tensor ht = hidden.transpose(0, 1);  // [S, B, D]
-            const at::Tensor n = rms_norm(ht, l.group_norm, eps);
+            const at::Tensor n = layers::t5_rms_norm(ht, l.group_norm, eps);
             at::Tensor out;
             if (singleton_groups) {
                 out = series_linear(series_linear(n, l.group_v, {}, 1), l.group_o, {}, 1);
             } else {
-                const at::Tensor q = split_heads(series_linear(n, l.group_q, {}, 1), H, dk);
-                const at::Tensor k = split_heads(series_linear(n, l.group_k, {}, 1), H, dk);
-                const at::Tensor v = split_heads(series_linear(n, l.group_v, {}, 1), H, dk);
+                const at::Tensor q = layers::split_heads(series_linear(n, l.group_q, {}, 1), H);
+                const at::Tensor k = layers::split_heads(series_linear(n, l.group_k, {}, 1), H);
+                const at::Tensor v = layers::split_heads(series_linear(n, l.group_v, {}, 1), H);
                 const at::Tensor a = group_attention(q, k, v, group_mask, group_ids);
-                out = series_linear(merge_heads(a), l.group_o, {}, 1);
+                out = series_linear(layers::merge_heads(a), l.group_o, {}, 1);
             }
             hidden = (ht + out).transpose(0, 1);
         }
         // Feed-forward.
         {
-            const at::Tensor n = rms_norm(hidden, l.ff_norm, eps);
-            hidden = hidden + series_linear(at::relu(series_linear(n, l.ff_wi)), l.ff_wo);
+            const at::Tensor n = layers::t5_rms_norm(hidden, l.ff_norm, eps);
+            hidden = hidden + layers::relu_mlp(n, {l.ff_wi, {}}, {l.ff_wo, {}}, per_series_linear);
         }
     }
-    hidden = rms_norm(hidden, w.final_norm, eps);
+    hidden = layers::t5_rms_norm(hidden, w.final_norm, eps);
 
     // Head on the last N tokens; quantile-major features "b n (q p) -> b q (n p)".
     const int64_t Q = static_cast<int64_t>(cfg.quantiles.size());

@@ -34,9 +34,6 @@ struct Chronos2Weights {
 // The most negative finite value of a model dtype: the additive attention mask's "masked".
 double lowest(c10::ScalarType dt);
 
-// RoPE inverse frequencies computed on the CPU as the reference does at init, then moved to `device`.
-at::Tensor rope_inv_freq(const Chronos2Config& cfg, c10::Device device);
-
 // One forward pass.
 //   context           [B, L] fp32, NaN = missing (rows left-padded with NaN to a common length)
 //   group_ids         [B] int64: rows with equal ids attend to each other

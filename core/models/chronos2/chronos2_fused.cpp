@@ -15,6 +15,7 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 
+#include "core/layers/attention.h"
 #include "core/models/chronos2/chronos2_forward.h"
 #include "kernels/chronos2_io.h"
 #include "kernels/rms_norm.h"
@@ -38,11 +39,6 @@ at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
     at::Tensor out = rows_linear(hid, w.output_w, w.output_b);
     out.add_(rows_linear(x, w.residual_w, w.residual_b));
     return out;
-}
-
-at::Tensor merge_heads(const at::Tensor& a) {  // [B, H, S, dk] -> [B, S, H dk]
-    const at::Tensor t = a.permute({0, 2, 1, 3});
-    return t.reshape({t.size(0), t.size(1), t.size(2) * t.size(3)});
 }
 
 }  // namespace
@@ -92,7 +88,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
             const at::Tensor k = heads.select(2, 1).permute({0, 2, 1, 3});
             const at::Tensor v = heads.select(2, 2).permute({0, 2, 1, 3});
             const at::Tensor a = at::scaled_dot_product_attention(q, k, v, time_mask, 0.0, false, /*scale=*/1.0);
-            delta = rows_linear(merge_heads(a), l.time_o);
+            delta = rows_linear(layers::merge_heads(a), l.time_o);
         }
         {  // group self-attention across the rows of a group, at each time step
             const at::Tensor n = norm(l.group_norm);
@@ -104,7 +100,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
                 const at::Tensor k = qkv.select(2, 1).permute({0, 2, 1, 3});
                 const at::Tensor v = qkv.select(2, 2).permute({0, 2, 1, 3});
                 const at::Tensor a = group_attention(q, k, v, group_mask, group_ids);
-                delta = group_linear(merge_heads(a), l.group_o).transpose(0, 1).contiguous();
+                delta = group_linear(layers::merge_heads(a), l.group_o).transpose(0, 1).contiguous();
             }
         }
         {  // feed-forward

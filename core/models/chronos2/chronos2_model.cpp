@@ -1,11 +1,10 @@
 #include "core/models/chronos2/chronos2_model.h"
 
-#include <tuple>
-
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/cat.h>
 
 #include "core/common/status.h"
+#include "core/layers/linear.h"
+#include "core/layers/rope.h"
 #include "core/models/chronos2/chronos2_config.h"
 #include "core/models/chronos2/chronos2_forward.h"
 #include "core/models/chronos2/chronos2_pipeline.h"
@@ -17,65 +16,74 @@
 namespace cn::chronos2 {
 namespace {
 
-void expect_residual_block(Weights& w, const std::string& p, int64_t in, int64_t hidden, int64_t out) {
-    w.expect(p + ".hidden_layer.weight", {hidden, in});
-    w.expect(p + ".hidden_layer.bias", {hidden});
-    w.expect(p + ".output_layer.weight", {out, hidden});
-    w.expect(p + ".output_layer.bias", {out});
-    w.expect(p + ".residual_layer.weight", {out, in});
-    w.expect(p + ".residual_layer.bias", {out});
+void declare_residual_block(Weights& w, ResidualBlockWeights& r, const std::string& p, int64_t in, int64_t hidden, int64_t out) {
+    w.declare(r.hidden_w, p + ".hidden_layer.weight", {hidden, in});
+    w.declare(r.hidden_b, p + ".hidden_layer.bias", {hidden});
+    w.declare(r.output_w, p + ".output_layer.weight", {out, hidden});
+    w.declare(r.output_b, p + ".output_layer.bias", {out});
+    w.declare(r.residual_w, p + ".residual_layer.weight", {out, in});
+    w.declare(r.residual_b, p + ".residual_layer.bias", {out});
 }
 
-ResidualBlockWeights load_residual_block(const Weights& w, const std::string& p) {
-    return {w.load(p + ".hidden_layer.weight"), w.load(p + ".hidden_layer.bias"),
-            w.load(p + ".output_layer.weight"), w.load(p + ".output_layer.bias"),
-            w.load(p + ".residual_layer.weight"), w.load(p + ".residual_layer.bias")};
+void declare_attention(Weights& w, at::Tensor& q, at::Tensor& k, at::Tensor& v, at::Tensor& o, const std::string& p,
+                       int64_t inner, int64_t d) {
+    w.declare(q, p + ".q.weight", {inner, d});
+    w.declare(k, p + ".k.weight", {inner, d});
+    w.declare(v, p + ".v.weight", {inner, d});
+    w.declare(o, p + ".o.weight", {d, inner});
 }
 
-// q, k, v weights in one [3 I, D] tensor, and the three as row slices of it (contiguous views).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> load_qkv(const Weights& w, const std::string& p) {
-    const at::Tensor qkv = at::cat({w.load(p + "q.weight"), w.load(p + "k.weight"), w.load(p + "v.weight")}, 0);
-    const int64_t I = qkv.size(0) / 3;
-    return {qkv, qkv.slice(0, 0, I), qkv.slice(0, I, 2 * I), qkv.slice(0, 2 * I)};
+// q, k, v weights in one [3 I, D] tensor; the three become row slices of it (contiguous views, the same values).
+at::Tensor fuse_qkv(at::Tensor& q, at::Tensor& k, at::Tensor& v) {
+    layers::Linear lq{q, {}}, lk{k, {}}, lv{v, {}};
+    const at::Tensor qkv = layers::fuse_rows({&lq, &lk, &lv}).w;
+    q = lq.w;
+    k = lk.w;
+    v = lv.w;
+    return qkv;
 }
 
 }  // namespace
 
-Chronos2Weights load_weights(const Chronos2Config& cfg, const Weights& w) {
-    Chronos2Weights out;
-    out.inv_freq = rope_inv_freq(cfg, w.options().device);
-    out.shared = w.load("shared.weight");
-    out.input_embed = load_residual_block(w, "input_patch_embedding");
-    out.output_embed = load_residual_block(w, "output_patch_embedding");
-    out.final_norm = w.load("encoder.final_layer_norm.weight");
+void declare_weights(const Chronos2Config& cfg, Weights& w, Chronos2Weights& out) {
+    const int64_t D = cfg.d_model, I = cfg.inner_dim(), F = cfg.d_ff, p = cfg.patch_size;
+    const int64_t Q = static_cast<int64_t>(cfg.quantiles.size());
+    w.declare(out.shared, "shared.weight", {2, D});
+    declare_residual_block(w, out.input_embed, "input_patch_embedding", 3 * p, F, D);
+    declare_residual_block(w, out.output_embed, "output_patch_embedding", D, F, Q * p);
+    w.declare(out.final_norm, "encoder.final_layer_norm.weight", {D});
+    out.layers.resize(static_cast<size_t>(cfg.num_layers));
     for (int64_t i = 0; i < cfg.num_layers; ++i) {
+        LayerWeights& l = out.layers[static_cast<size_t>(i)];
         const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
-        LayerWeights l;
-        l.time_norm = w.load(b + "0.layer_norm.weight");
-        std::tie(l.time_qkv, l.time_q, l.time_k, l.time_v) = load_qkv(w, b + "0.self_attention.");
-        l.time_o = w.load(b + "0.self_attention.o.weight");
-        l.group_norm = w.load(b + "1.layer_norm.weight");
-        std::tie(l.group_qkv, l.group_q, l.group_k, l.group_v) = load_qkv(w, b + "1.self_attention.");
-        l.group_o = w.load(b + "1.self_attention.o.weight");
-        l.ff_norm = w.load(b + "2.layer_norm.weight");
-        l.ff_wi = w.load(b + "2.mlp.wi.weight");
-        l.ff_wo = w.load(b + "2.mlp.wo.weight");
-        out.layers.push_back(std::move(l));
+        w.declare(l.time_norm, b + "0.layer_norm.weight", {D});
+        declare_attention(w, l.time_q, l.time_k, l.time_v, l.time_o, b + "0.self_attention", I, D);
+        w.declare(l.group_norm, b + "1.layer_norm.weight", {D});
+        declare_attention(w, l.group_q, l.group_k, l.group_v, l.group_o, b + "1.self_attention", I, D);
+        w.declare(l.ff_norm, b + "2.layer_norm.weight", {D});
+        w.declare(l.ff_wi, b + "2.mlp.wi.weight", {F, D});
+        w.declare(l.ff_wo, b + "2.mlp.wo.weight", {D, F});
     }
-    return out;
+}
+
+void finish_weights(const Chronos2Config& cfg, c10::Device device, Chronos2Weights& out) {
+    for (LayerWeights& l : out.layers) {
+        l.time_qkv = fuse_qkv(l.time_q, l.time_k, l.time_v);
+        l.group_qkv = fuse_qkv(l.group_q, l.group_k, l.group_v);
+    }
+    out.inv_freq = layers::rope_inv_freq(cfg.d_kv, cfg.rope_theta, device);
 }
 
 namespace {
 
 class Chronos2Model final : public Model {
 public:
-    Chronos2Model(ModelOptions options, nlohmann::json config, Chronos2Config cfg, const Weights& w)
-        : Model(options, std::move(config)), cfg_(std::move(cfg)) {
-        w_ = load_weights(cfg_, w);
+    Chronos2Model(ModelOptions options, nlohmann::json config, Chronos2Config cfg, Chronos2Weights w, uint64_t n_parameters)
+        : Model(options, std::move(config)), cfg_(std::move(cfg)), w_(std::move(w)) {
         pipe_.device = options.device;
         pipe_.dtype = options.dtype;
-        pipe_.max_horizon = kMaxHorizon;
-        n_parameters_ = w.expected_elements();
+        pipe_.max_horizon = kMaxRolloutHorizon;
+        n_parameters_ = n_parameters;
         weight_bytes_ = n_parameters_ * c10::elementSize(options.dtype);
     }
 
@@ -85,7 +93,7 @@ public:
         Model::fill_info(info);
         info.context_length = cfg_.context_length;
         info.native_horizon = cfg_.native_horizon();
-        info.max_horizon = kMaxHorizon;
+        info.max_horizon = kMaxRolloutHorizon;
         info.n_default_quantiles = static_cast<int64_t>(cfg_.quantiles.size());
     }
 
@@ -107,7 +115,7 @@ public:
 
     // The reference rolls out autoregressively past the native horizon without a hard limit; we bound it
     // so a request cannot ask for unbounded work.
-    static constexpr int64_t kMaxHorizon = 1 << 16;
+    static constexpr int64_t kMaxRolloutHorizon = 1 << 16;
 
 protected:
     // eager: ATen ops; graph: CUDA graphs per shape bucket (CUDA builds, CUDA devices); fused: the pass on
@@ -152,28 +160,13 @@ std::unique_ptr<Model> load_chronos2(const std::string& dir, const format::Model
     Chronos2Config cfg = parse_chronos2_config(config);
     auto checkpoint = format::Checkpoint::open(dir);
     Weights w(checkpoint, WeightLoadOptions{options.device, options.dtype, options.mmap_weights, options.check_tensors});
-    const int64_t D = cfg.d_model, I = cfg.inner_dim(), F = cfg.d_ff, p = cfg.patch_size;
-    const int64_t Q = static_cast<int64_t>(cfg.quantiles.size());
-    w.expect("shared.weight", {2, D});
-    expect_residual_block(w, "input_patch_embedding", 3 * p, F, D);
-    expect_residual_block(w, "output_patch_embedding", D, F, Q * p);
-    w.expect("encoder.final_layer_norm.weight", {D});
-    for (int64_t i = 0; i < cfg.num_layers; ++i) {
-        const std::string b = "encoder.block." + std::to_string(i) + ".layer.";
-        for (int sub : {0, 1}) {
-            const std::string a = b + std::to_string(sub);
-            w.expect(a + ".layer_norm.weight", {D});
-            w.expect(a + ".self_attention.q.weight", {I, D});
-            w.expect(a + ".self_attention.k.weight", {I, D});
-            w.expect(a + ".self_attention.v.weight", {I, D});
-            w.expect(a + ".self_attention.o.weight", {D, I});
-        }
-        w.expect(b + "2.layer_norm.weight", {D});
-        w.expect(b + "2.mlp.wi.weight", {F, D});
-        w.expect(b + "2.mlp.wo.weight", {D, F});
-    }
+    Chronos2Weights cw;
+    declare_weights(cfg, w, cw);
     w.validate();
-    return std::make_unique<Chronos2Model>(options, config.json(), std::move(cfg), w);
+    w.load_all();
+    finish_weights(cfg, options.device, cw);
+    const uint64_t n_parameters = w.expected_elements();
+    return std::make_unique<Chronos2Model>(options, config.json(), std::move(cfg), std::move(cw), n_parameters);
 }
 
 }  // namespace cn::chronos2

@@ -11,8 +11,12 @@
 
 namespace cn::chronos2 {
 
-// Materialises every weight (declared and validated beforehand by load_chronos2's expectations).
-Chronos2Weights load_weights(const Chronos2Config& cfg, const Weights& w);
+// The checkpoint's tensors, each named once with its shape: declares them into `out`, which Weights::validate
+// and Weights::load_all then check and fill.
+void declare_weights(const Chronos2Config& cfg, Weights& w, Chronos2Weights& out);
+// After load_all: the fused QKV weights (q, k and v become row slices of them) and the RoPE inverse frequencies,
+// which the checkpoint does not hold.
+void finish_weights(const Chronos2Config& cfg, c10::Device device, Chronos2Weights& out);
 
 std::unique_ptr<Model> load_chronos2(const std::string& dir, const format::ModelConfig& config,
                                      const ModelOptions& options);
