@@ -6,6 +6,7 @@
 
 #include "capi/capi_internal.h"
 #include "core/runtime/cpu_numerics.h"
+#include "core/runtime/modes.h"
 #include "core/runtime/names.h"
 
 #ifndef CN_VERSION_STRING
@@ -83,14 +84,10 @@ cn_status cn_dtype_from_name(const char* name, cn_dtype* out) {
 }
 
 cn_status cn_mode_from_name(const char* name, cn_mode* out) {
-    if (!name || !out) return CN_STATUS_INVALID_ARGUMENT;
-    for (cn_mode m : {CN_MODE_EAGER, CN_MODE_GRAPH, CN_MODE_FUSED}) {
-        if (std::strcmp(name, cn_mode_name(m)) == 0) {
-            *out = m;
-            return CN_STATUS_OK;
-        }
-    }
-    return CN_STATUS_INVALID_ARGUMENT;
+    const cn::ModeInfo* m = cn::find_mode(name);
+    if (!m || !out) return CN_STATUS_INVALID_ARGUMENT;
+    *out = m->mode;
+    return CN_STATUS_OK;
 }
 
 int32_t cn_cuda_device_count(void) {

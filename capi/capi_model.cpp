@@ -9,6 +9,8 @@
 #include <c10/core/InferenceMode.h>
 
 #include "capi/capi_internal.h"
+#include "core/models/registry.h"
+#include "core/runtime/modes.h"
 
 using cn::Status;
 using cn::capi::guarded;
@@ -43,8 +45,8 @@ cn::ModelOptions to_options(const cn_model_params& p) {
         case CN_DTYPE_F16: o.dtype = c10::kHalf; break;
         default: cn::fail(Status::kInvalidArgument, "params.dtype: unknown value " + std::to_string(p.dtype));
     }
-    if (p.mode != CN_MODE_EAGER && p.mode != CN_MODE_GRAPH && p.mode != CN_MODE_FUSED) {
-        cn::fail(Status::kInvalidArgument, "params.mode: unknown value " + std::to_string(p.mode));
+    if (!cn::find_mode(p.mode)) {
+        cn::fail(Status::kInvalidArgument, "params.mode: unknown value " + std::to_string(p.mode) + " (" + cn::mode_names() + ")");
     }
     o.mode = static_cast<cn_mode>(p.mode);
     if (p.n_threads < 0) cn::fail(Status::kInvalidArgument, "params.n_threads: must be >= 0");

@@ -174,23 +174,16 @@ typedef enum cn_model_kind {
     CN_MODEL_KIND_TOTO = 5        /* forecast (reserved) */
 } cn_model_kind;
 
-/* Execution modes. Outputs of every mode match fp32 eager within the mode's tolerance: GRAPH is bit-identical
- * to EAGER on the same device and dtype (rows are padded to the bucket with isolated dummy series, time is
- * never padded); FUSED kernels state their tolerance in docs/benchmarks.md; bf16/f16 follow the reference
- * implementation's own precision map (Chronos-2 bf16: ~2-3% relative MAE vs fp32 on random weights). */
+/* Execution modes. The contract: every mode computes the same function; outputs match fp32 EAGER within the
+ * mode's tolerance (GRAPH on Chronos-2 is bit-identical to EAGER on the same device and dtype; the others state
+ * theirs in docs/benchmarks.md); bf16/f16 follow the reference implementation's own precision map. A mode a model
+ * or device cannot run is UNSUPPORTED at cn_model_create / cn_model_set_mode. Modes that capture CUDA graphs hold
+ * graph memory pools (cn_model_info.graph_pool_bytes) and serialise calls. What each mode runs, per architecture,
+ * is the table in docs/architecture.md ("Execution modes"). */
 typedef enum cn_mode {
-    CN_MODE_EAGER = 0,  /* plain ATen ops; every device */
-    CN_MODE_GRAPH = 1,  /* CUDA graphs captured on first use, then replayed; CUDA only. Holds graph memory pools
-                           (cn_model_info.graph_pool_bytes); calls are serialised. Chronos-2: the whole pass, per
-                           shape bucket. Kronos: per (batch rows, temperature, top_k, top_p) the KV-cached decode
-                           step on cutenative's kernels, plus per (history, horizon) the tokenizer + prefill and
-                           the decode, when history + horizon - 1 <= max_context and horizon >= 2; once the window
-                           slides, the full-window step; else (too many shapes in one call) the cached path of
-                           FUSED. Equal to EAGER up to rounding (fp32: same sampled values in the tests) */
-    CN_MODE_FUSED = 2   /* Chronos-2: cutenative's kernels (RMS norms with the residual add, RoPE, pre/post-
-                           processing, fused QKV), ATen ops elsewhere; on CUDA also captured in CUDA graphs as GRAPH
-                           is (pools, serialised calls); on CPU the kernels' CPU paths. Kronos: KV-cached decoding
-                           while the window has not slid, no graphs, concurrent calls. Equal to EAGER up to rounding */
+    CN_MODE_EAGER = 0, /* the reference's ops; every device */
+    CN_MODE_GRAPH = 1, /* CUDA graphs captured on first use, then replayed; CUDA only */
+    CN_MODE_FUSED = 2  /* cutenative's kernels (and graphs, where the architecture captures them) */
 } cn_mode;
 
 /* Stable lower-case names ("cpu", "bf16", "chronos2", "graph", ...) and back. The *_name functions return

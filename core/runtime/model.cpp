@@ -1,6 +1,7 @@
 #include "core/runtime/model.h"
 
 #include "core/common/status.h"
+#include "core/runtime/modes.h"
 #include "core/runtime/names.h"
 
 namespace cn {
@@ -58,8 +59,8 @@ void Model::apply_mode(cn_mode mode) {
 }
 
 void Model::set_mode(cn_mode mode) {
-    if (mode != CN_MODE_EAGER && mode != CN_MODE_GRAPH && mode != CN_MODE_FUSED) {
-        fail(Status::kInvalidArgument, "mode: unknown value " + std::to_string(static_cast<int>(mode)));
+    if (!find_mode(static_cast<int64_t>(mode))) {
+        fail(Status::kInvalidArgument, "mode: unknown value " + std::to_string(static_cast<int>(mode)) + " (" + mode_names() + ")");
     }
     std::unique_lock<std::mutex> lock(mode_mu_, std::try_to_lock);
     if (!lock.owns_lock() || active_calls_.load() > 0) {

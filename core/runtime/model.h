@@ -1,5 +1,5 @@
-// The model interface every architecture implements, and the loader that picks the architecture from a
-// model directory. LibTorch types stay out of this header (only c10 device/dtype), so the C ABI glue and
+// The model interface every architecture implements (load_model, which picks the architecture of a directory,
+// is core/models/registry.h). LibTorch types stay out of this header (only c10 device/dtype), so the C ABI glue and
 // the tests compile it cheaply.
 #pragma once
 
@@ -94,10 +94,5 @@ private:
     std::atomic<int> active_calls_{0};
     std::atomic<cn_mode> mode_;
 };
-
-// Reads <dir>/config.json (or model_index.json for diffusion pipelines), decides the architecture and
-// loads it. Throws cn::Error: kNotFound, kModelFormat, kUnsupported (unknown architecture, or one this
-// build does not implement yet; the message says which), kOutOfDeviceMemory.
-std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options);
 
 }  // namespace cn

@@ -1,5 +1,7 @@
 #include "core/runtime/names.h"
 
+#include "core/runtime/modes.h"
+
 namespace cn {
 
 const char* status_name(cn_status s) {
@@ -49,12 +51,8 @@ const char* model_kind_name(cn_model_kind v) {
 }
 
 const char* mode_name(cn_mode v) {
-    switch (v) {
-        case CN_MODE_EAGER: return "eager";
-        case CN_MODE_GRAPH: return "graph";
-        case CN_MODE_FUSED: return "fused";
-    }
-    return "unknown";
+    const ModeInfo* m = find_mode(static_cast<int64_t>(v));
+    return m ? m->name : "unknown";
 }
 
 }  // namespace cn

@@ -9,6 +9,7 @@
 #include <ATen/ops/ones.h>
 
 #include "core/common/status.h"
+#include "core/models/registry.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
 #include "kernels/nonfinite.h"

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/models/kronos/kronos_model.h"
+#include "core/models/registry.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
 #include "tests/models/kronos_fixture.h"

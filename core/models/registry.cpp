@@ -1,0 +1,67 @@
+// The architecture table and the loader that walks it.
+#include "core/models/registry.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/common/status.h"
+#include "core/format/checkpoint.h"
+#include "core/models/bert/bert_config.h"
+#include "core/models/bert/bert_model.h"
+#include "core/models/chronos2/chronos2_config.h"
+#include "core/models/chronos2/chronos2_model.h"
+#include "core/models/kronos/kronos_config.h"
+#include "core/models/kronos/kronos_model.h"
+#include "core/runtime/cpu_numerics.h"
+
+namespace cn::models {
+namespace {
+
+bool has_file(const std::string& dir, const char* name) { return ::access((dir + "/" + name).c_str(), F_OK) == 0; }
+
+std::string embedding_near_miss(const std::string& dir, const format::ModelConfig&) {
+    if (!has_file(dir, "modules.json")) return {};
+    return dir + ": sentence-embedding models other than BERT encoders are not supported by this build yet";
+}
+
+std::string kronos_near_miss(const std::string& dir, const format::ModelConfig& config) {
+    if (!(config.has("n_enc_layers") && config.has("s1_bits"))) return {};
+    return dir + ": a Kronos tokenizer alone; load the predictor's directory with the tokenizer in its tokenizer/ "
+                 "subdirectory";
+}
+
+}  // namespace
+
+const std::vector<Architecture>& architectures() {
+    static const std::vector<Architecture> table = {
+        {"chronos2", CN_MODEL_KIND_CHRONOS2, [](const std::string&, const format::ModelConfig& c) { return chronos2::is_chronos2(c); },
+         chronos2::load_chronos2},
+        {"bert", CN_MODEL_KIND_EMBEDDING, [](const std::string&, const format::ModelConfig& c) { return bert::is_bert(c); },
+         bert::load_bert, embedding_near_miss},
+        {"kronos", CN_MODEL_KIND_KRONOS, [](const std::string&, const format::ModelConfig& c) { return kronos::is_kronos(c); },
+         kronos::load_kronos, kronos_near_miss},
+    };
+    return table;
+}
+
+}  // namespace cn::models
+
+namespace cn {
+
+std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
+    (void)runtime::cpu_numerics();  // MKL's reproducibility mode, before the model's first CPU computation
+    ::close(format::open_directory(dir));  // a clear NOT_FOUND for a missing directory
+    if (models::has_file(dir, "model_index.json")) {
+        fail(Status::kUnsupported, dir + ": diffusion pipelines (model_index.json) are not supported by this build yet");
+    }
+    const format::ModelConfig config = format::ModelConfig::load(dir);
+    for (const models::Architecture& a : models::architectures()) {
+        if (a.recognise(dir, config)) return a.load(dir, config, options);
+        if (a.near_miss) {
+            if (std::string why = a.near_miss(dir, config); !why.empty()) fail(Status::kUnsupported, why);
+        }
+    }
+    fail(Status::kUnsupported, config.label() + ": unknown architecture (no 'architectures' entry this build knows)");
+}
+
+}  // namespace cn
