@@ -19,16 +19,14 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 
 import numpy as np
 import torch
 
-
-class ModelParams(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint64), ("device_type", ctypes.c_int32), ("device_index", ctypes.c_int32),
-                ("dtype", ctypes.c_int32), ("mode", ctypes.c_int32), ("n_threads", ctypes.c_int32),
-                ("check_tensors", ctypes.c_int32), ("mmap_weights", ctypes.c_int32), ("reserved0", ctypes.c_int32)]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import cutenative_ctypes as cn  # noqa: E402  (the C ABI: structs, enums, prototypes)
 
 
 def main():
@@ -49,32 +47,25 @@ def main():
     st = SentenceTransformer(args.model, device="cpu")
     st.eval()
 
-    lib = ctypes.CDLL(os.path.abspath(args.lib))
-    vp = ctypes.c_void_p
-    lib.cn_model_params_init.argtypes = [ctypes.POINTER(ModelParams)]
-    lib.cn_model_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(ModelParams), ctypes.POINTER(vp), vp]
-    lib.cn_error_create.argtypes = [ctypes.POINTER(vp)]
-    lib.cn_error_message.restype = ctypes.c_char_p
-    lib.cn_error_message.argtypes = [vp]
-    lib.cn_embed.argtypes = [vp, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, vp, vp, ctypes.c_size_t, vp]
-    err = vp()
-    lib.cn_error_create(ctypes.byref(err))
-    p = ModelParams()
+    lib = cn.load_library(args.lib)
+    err = ctypes.c_void_p()
+    cn.check(lib, lib.cn_error_create(ctypes.byref(err)), None)
+    p = cn.ModelParams()
     lib.cn_model_params_init(ctypes.byref(p))
     p.n_threads = 1
-    p.dtype = {"f32": 0, "bf16": 1}[args.dtype]
-    model = vp()
-    if lib.cn_model_create(os.fsencode(args.model), ctypes.byref(p), ctypes.byref(model), err) != 0:
+    p.dtype = {"f32": cn.CN_DTYPE_F32, "bf16": cn.CN_DTYPE_BF16}[args.dtype]
+    model = ctypes.c_void_p()
+    if lib.cn_model_create(os.fsencode(args.model), ctypes.byref(p), ctypes.byref(model), err) != cn.CN_STATUS_OK:
         raise SystemExit(lib.cn_error_message(err).decode())
     torch.set_num_threads(1)  # cn_model_create may set the shared pool; the reference runs on one thread too
 
     out = np.zeros(384, dtype=np.float32)
+    out_p = out.ctypes.data_as(cn.FLOAT_P)
     encoded = [s.encode("utf-8") for s in prompts]
 
-    def cn(i):
+    def cn_embed(i):
         arr = (ctypes.c_char_p * 1)(encoded[i])
-        if lib.cn_embed(model, arr, 1, None, out.ctypes.data, out.size, err) != 0:
-            raise RuntimeError(lib.cn_error_message(err).decode())
+        cn.check(lib, lib.cn_embed(model, arr, 1, None, out_p, out.size, err), err)
         return out.copy()
 
     def ref(i):
@@ -82,10 +73,10 @@ def main():
             return st.encode([prompts[i]], convert_to_numpy=True)[0]
 
     ntok = [len(st.tokenizer(s)["input_ids"]) for s in prompts]
-    cos = [float(np.dot(cn(i), ref(i))) for i in range(len(prompts))]
+    cos = [float(np.dot(cn_embed(i), ref(i))) for i in range(len(prompts))]
     results = {}
     cn_label = "cutenative" + (" bf16" if args.dtype == "bf16" else "")
-    for name, fn in (("sentence-transformers", ref), (cn_label, cn)):
+    for name, fn in (("sentence-transformers", ref), (cn_label, cn_embed)):
         for i in range(20):
             fn(i % len(prompts))
         per = [[] for _ in prompts]

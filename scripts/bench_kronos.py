@@ -34,6 +34,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import cutenative_ctypes as cn  # noqa: E402  (the C ABI: structs, enums, prototypes)
+
 SMALL = dict(s1_bits=10, s2_bits=10, n_layers=8, d_model=512, n_heads=8, ff_dim=1024, ffn_dropout_p=0.25,
              attn_dropout_p=0.1, resid_dropout_p=0.25, token_dropout_p=0.1, learn_te=True)
 TOK_BASE = dict(d_in=6, d_model=256, n_heads=4, ff_dim=512, n_enc_layers=4, n_dec_layers=4, ffn_dropout_p=0.0,
@@ -43,52 +46,28 @@ WORKLOADS = [("a", "B=2, context 64, 16 steps", 2, 64, 16), ("b", "B=1, context 
              ("c", "B=32, context 256, 16 steps", 32, 256, 16)]
 
 
-class ModelParams(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint64), ("device_type", ctypes.c_int32), ("device_index", ctypes.c_int32),
-                ("dtype", ctypes.c_int32), ("mode", ctypes.c_int32), ("n_threads", ctypes.c_int32),
-                ("check_tensors", ctypes.c_int32), ("mmap_weights", ctypes.c_int32), ("reserved0", ctypes.c_int32)]
-
-
 class Cn:
-    def __init__(self, lib_path, model_dir, device, mode, dtype=0):
-        self.lib = lib = ctypes.CDLL(os.path.abspath(lib_path))
-        vp, sz = ctypes.c_void_p, ctypes.c_size_t
-        for name, res, args in [
-            ("cn_error_create", ctypes.c_int, [ctypes.POINTER(vp)]), ("cn_error_message", ctypes.c_char_p, [vp]),
-            ("cn_model_params_init", None, [ctypes.POINTER(ModelParams)]),
-            ("cn_model_create", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ModelParams), ctypes.POINTER(vp), vp]),
-            ("cn_model_free", None, [vp]),
-            ("cn_forecast_request_create", ctypes.c_int, [ctypes.POINTER(vp), vp]),
-            ("cn_forecast_request_free", None, [vp]),
-            ("cn_forecast_request_add_series", ctypes.c_int, [vp, vp, sz, ctypes.c_int64, ctypes.POINTER(sz), vp]),
-            ("cn_forecast_request_set_timestamps", ctypes.c_int, [vp, sz, vp, sz, vp, sz, vp]),
-            ("cn_forecast_request_set_horizon", ctypes.c_int, [vp, ctypes.c_int64, vp]),
-            ("cn_forecast_request_set_sampling", ctypes.c_int, [vp, ctypes.c_float, ctypes.c_int32, ctypes.c_float, ctypes.c_int32, vp]),
-            ("cn_run_options_create", ctypes.c_int, [ctypes.POINTER(vp), vp]),
-            ("cn_run_options_set_seed", ctypes.c_int, [vp, ctypes.c_uint64, vp]),
-            ("cn_forecast", ctypes.c_int, [vp, vp, vp, vp, sz, vp, sz, vp])]:
-            f = getattr(lib, name)
-            f.restype, f.argtypes = res, args
-        self.err = vp()
-        lib.cn_error_create(ctypes.byref(self.err))
-        p = ModelParams()
+    def __init__(self, lib_path, model_dir, device, mode, dtype=cn.CN_DTYPE_F32):
+        self.lib = lib = cn.load_library(lib_path)
+        self.err = ctypes.c_void_p()
+        self.check(lib.cn_error_create(ctypes.byref(self.err)))
+        p = cn.ModelParams()
         lib.cn_model_params_init(ctypes.byref(p))
-        p.device_type = 1 if device == "cuda" else 0
+        p.device_type = cn.CN_DEVICE_CUDA if device == "cuda" else cn.CN_DEVICE_CPU
         p.mode = mode
-        p.dtype = dtype  # 0 f32, 1 bf16
-        self.m = vp()
+        p.dtype = dtype
+        self.m = ctypes.c_void_p()
         self.check(lib.cn_model_create(os.fsencode(model_dir), ctypes.byref(p), ctypes.byref(self.m), self.err))
-        self.opts = vp()
-        lib.cn_run_options_create(ctypes.byref(self.opts), self.err)
+        self.opts = ctypes.c_void_p()
+        self.check(lib.cn_run_options_create(ctypes.byref(self.opts), self.err))
 
     def check(self, st):
-        if st != 0:
-            raise RuntimeError(self.lib.cn_error_message(self.err).decode())
+        cn.check(self.lib, st, self.err)
 
     def forecast(self, series, pred_len, seed, T=1.0, top_k=0, top_p=0.9, S=1):
         """series: list of (x [n, 6] float32, hist_ts int64, fut_ts int64) -> mean paths [B, pred_len, 6]."""
-        lib, vp = self.lib, ctypes.c_void_p
-        req = vp()
+        lib = self.lib
+        req = ctypes.c_void_p()
         self.check(lib.cn_forecast_request_create(ctypes.byref(req), self.err))
         try:
             first = []
@@ -96,15 +75,18 @@ class Cn:
                 cols = [np.ascontiguousarray(x[:, c]) for c in range(6)]
                 idx = ctypes.c_size_t()
                 for k, col in enumerate(cols):
-                    self.check(lib.cn_forecast_request_add_series(req, col.ctypes.data, col.size, g, ctypes.byref(idx), self.err))
+                    self.check(lib.cn_forecast_request_add_series(req, col.ctypes.data_as(cn.FLOAT_P), col.size, g,
+                                                                  ctypes.byref(idx), self.err))
                     if k == 0:
                         first.append(idx.value)
-                self.check(lib.cn_forecast_request_set_timestamps(req, first[-1], h.ctypes.data, h.size, f.ctypes.data, f.size, self.err))
+                self.check(lib.cn_forecast_request_set_timestamps(req, first[-1], h.ctypes.data_as(cn.INT64_P), h.size,
+                                                                  f.ctypes.data_as(cn.INT64_P), f.size, self.err))
             self.check(lib.cn_forecast_request_set_horizon(req, pred_len, self.err))
             self.check(lib.cn_forecast_request_set_sampling(req, T, top_k, top_p, S, self.err))
-            lib.cn_run_options_set_seed(self.opts, seed, self.err)
+            self.check(lib.cn_run_options_set_seed(self.opts, seed, self.err))
             out = np.empty(len(series) * 6 * pred_len, np.float32)
-            self.check(lib.cn_forecast(self.m, req, self.opts, out.ctypes.data, out.size, None, 0, self.err))
+            self.check(lib.cn_forecast(self.m, req, self.opts, out.ctypes.data_as(cn.FLOAT_P), out.size, None, 0,
+                                       self.err))
             return out.reshape(len(series), 6, pred_len).transpose(0, 2, 1)
         finally:
             lib.cn_forecast_request_free(req)
@@ -134,8 +116,10 @@ def main():
     n_params = sum(p.numel() for p in mdl.parameters())
     pred = KronosPredictor(mdl, tok, device=dev, max_context=512)
     GRAPH = "cutenative graph (KV cache + CUDA graphs)"
-    rows = [("reference", None, 0), ("cutenative eager", 0, 0), ("cutenative fused (KV cache)", 2, 0), (GRAPH, 1, 0),
-            ("cutenative graph, bf16", 1, 1)]
+    f32, bf16 = cn.CN_DTYPE_F32, cn.CN_DTYPE_BF16
+    rows = [("reference", None, f32), ("cutenative eager", cn.CN_MODE_EAGER, f32),
+            ("cutenative fused (KV cache)", cn.CN_MODE_FUSED, f32), (GRAPH, cn.CN_MODE_GRAPH, f32),
+            ("cutenative graph, bf16", cn.CN_MODE_GRAPH, bf16)]
     cns = {label: Cn(args.lib, d, dev, m, dt) for label, m, dt in rows if m is not None}
 
     rng = np.random.default_rng(5)

@@ -18,7 +18,8 @@ Output (stdout), one header line and then one line per series and horizon step:
     <column name> <step 1..horizon> <value1> <value2> ...
 with floats formatted as '%.6g'.
 
-The library: --lib, else $CUTENATIVE_LIB, else build/libcutenative.so under the repository root.
+The library: --lib, else $CUTENATIVE_LIB, else $CN_LIB, else build/libcutenative.so under the repository root.
+The C ABI's definitions come from python/cutenative_ctypes.py in this repository (found relative to this file).
 Exit status 0 on success, 1 on a cutenative error (its status and message are printed), 2 on usage or CSV
 errors.
 """
@@ -30,11 +31,9 @@ import math
 import os
 import sys
 
-CN_ABI_VERSION_MAJOR = 0
-CN_ABI_VERSION_MINOR = 1
-CN_STATUS_OK = 0
-CN_DEVICE_CPU = 0
-CN_DEVICE_CUDA = 1
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO_ROOT, "python"))
+import cutenative_ctypes as cn  # noqa: E402  (the C ABI: structs, enums, prototypes)
 
 MAX_LINE = 65536         # bytes per CSV line, line terminator excluded
 MAX_COLUMNS = 1024       # fields per CSV row
@@ -43,95 +42,13 @@ MAX_LEVELS = 256         # quantile levels on the command line
 MAX_HORIZON = 1000000    # the model's max_horizon is the real limit; this only bounds parsing
 FLT_MAX = 3.4028234663852886e38
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 class UsageError(Exception):
     """A command-line or CSV error: exit status 2."""
 
 
 class LibraryError(Exception):
-    """A cutenative error (or a failure to use the library): exit status 1."""
-
-
-# ---- the C ABI ---------------------------------------------------------------------------------------
-
-
-class ModelParams(ctypes.Structure):
-    """cn_model_params, fields in header order."""
-
-    _fields_ = [
-        ("struct_size", ctypes.c_uint64),
-        ("device_type", ctypes.c_int32),
-        ("device_index", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),
-        ("mode", ctypes.c_int32),
-        ("n_threads", ctypes.c_int32),
-        ("check_tensors", ctypes.c_int32),
-        ("mmap_weights", ctypes.c_int32),
-        ("reserved0", ctypes.c_int32),
-    ]
-
-
-class ForecastShape(ctypes.Structure):
-    """cn_forecast_shape, fields in header order."""
-
-    _fields_ = [
-        ("struct_size", ctypes.c_uint64),
-        ("n_series", ctypes.c_uint64),
-        ("n_outputs", ctypes.c_uint64),
-        ("horizon", ctypes.c_uint64),
-        ("n_values", ctypes.c_uint64),
-        ("n_samples", ctypes.c_uint64),
-        ("n_sample_values", ctypes.c_uint64),
-    ]
-
-
-def load_library(path):
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        raise LibraryError("cannot load %s: %s" % (path, e))
-
-    c_status = ctypes.c_int  # cn_status (an enum)
-    vp = ctypes.c_void_p     # opaque handles
-    pf = ctypes.POINTER(ctypes.c_float)
-    sigs = {
-        "cn_abi_version": (None, [ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32)]),
-        "cn_status_name": (ctypes.c_char_p, [c_status]),
-        "cn_error_create": (c_status, [ctypes.POINTER(vp)]),
-        "cn_error_free": (None, [vp]),
-        "cn_error_status": (c_status, [vp]),
-        "cn_error_message": (ctypes.c_char_p, [vp]),
-        "cn_dtype_from_name": (c_status, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
-        "cn_model_params_init": (None, [ctypes.POINTER(ModelParams)]),
-        "cn_model_create": (c_status, [ctypes.c_char_p, ctypes.POINTER(ModelParams), ctypes.POINTER(vp), vp]),
-        "cn_model_free": (None, [vp]),
-        "cn_model_get_quantiles": (c_status, [vp, pf, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), vp]),
-        "cn_forecast_request_create": (c_status, [ctypes.POINTER(vp), vp]),
-        "cn_forecast_request_free": (None, [vp]),
-        "cn_forecast_request_add_series": (
-            c_status, [vp, pf, ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), vp]),
-        "cn_forecast_request_set_horizon": (c_status, [vp, ctypes.c_int64, vp]),
-        "cn_forecast_request_set_quantiles": (c_status, [vp, pf, ctypes.c_size_t, vp]),
-        "cn_forecast_shape_init": (None, [ctypes.POINTER(ForecastShape)]),
-        "cn_forecast_get_shape": (c_status, [vp, vp, ctypes.POINTER(ForecastShape), vp]),
-        "cn_forecast": (c_status, [vp, vp, vp, pf, ctypes.c_size_t, pf, ctypes.c_size_t, vp]),
-    }
-    for name, (restype, argtypes) in sigs.items():
-        try:
-            fn = getattr(lib, name)
-        except AttributeError:
-            raise LibraryError("%s has no symbol %s" % (path, name))
-        fn.restype = restype
-        fn.argtypes = argtypes
-    return lib
-
-
-def library_error(lib, err):
-    name = lib.cn_status_name(lib.cn_error_status(err)).decode("ascii", "replace")
-    message = lib.cn_error_message(err).decode("utf-8", "replace")
-    return LibraryError("error %s: %s" % (name, message))
+    """A failure to load or use the library: exit status 1, as for a cutenative status (cn.CnError)."""
 
 
 # ---- CSV ---------------------------------------------------------------------------------------------
@@ -301,61 +218,50 @@ def run(args):
             raise UsageError("levels must be at most %d comma-separated numbers, e.g. 0.1,0.5,0.9, not '%s'"
                              % (MAX_LEVELS, args.levels))
 
-    lib_path = args.lib or os.environ.get("CUTENATIVE_LIB") or os.path.join(REPO_ROOT, "build", "libcutenative.so")
-    lib = load_library(lib_path)
+    try:
+        lib = cn.load_library(args.lib)  # None: $CUTENATIVE_LIB, $CN_LIB, then build/; checks the ABI version
+    except cn.LoadError as e:
+        raise LibraryError(str(e))
 
-    params = ModelParams()
+    params = cn.ModelParams()
     lib.cn_model_params_init(ctypes.byref(params))
-    params.device_type = CN_DEVICE_CUDA if args.device == "cuda" else CN_DEVICE_CPU
+    params.device_type = cn.CN_DEVICE_CUDA if args.device == "cuda" else cn.CN_DEVICE_CPU
     dt = ctypes.c_int(0)
-    if lib.cn_dtype_from_name(args.dtype.encode("utf-8"), ctypes.byref(dt)) != CN_STATUS_OK:
+    if lib.cn_dtype_from_name(args.dtype.encode("utf-8"), ctypes.byref(dt)) != cn.CN_STATUS_OK:
         raise UsageError("unknown dtype %s (f32, bf16 or f16)" % args.dtype)
     params.dtype = dt.value
-
-    major, minor = ctypes.c_uint32(0), ctypes.c_uint32(0)
-    lib.cn_abi_version(ctypes.byref(major), ctypes.byref(minor))
-    if major.value != CN_ABI_VERSION_MAJOR or minor.value < CN_ABI_VERSION_MINOR:
-        raise LibraryError("libcutenative ABI %d.%d is incompatible with this program's %d.%d"
-                           % (major.value, minor.value, CN_ABI_VERSION_MAJOR, CN_ABI_VERSION_MINOR))
 
     names, columns = read_csv(args.csv)
 
     err = ctypes.c_void_p()
     model = ctypes.c_void_p()
     req = ctypes.c_void_p()
-    if lib.cn_error_create(ctypes.byref(err)) != CN_STATUS_OK:
+    if lib.cn_error_create(ctypes.byref(err)) != cn.CN_STATUS_OK:
         raise LibraryError("error: cannot create an error object")
     try:
-        if lib.cn_model_create(os.fsencode(args.model_dir), ctypes.byref(params), ctypes.byref(model), err):
-            raise library_error(lib, err)
-        if lib.cn_forecast_request_create(ctypes.byref(req), err):
-            raise library_error(lib, err)
+        cn.check(lib, lib.cn_model_create(os.fsencode(args.model_dir), ctypes.byref(params), ctypes.byref(model),
+                                          err), err)
+        cn.check(lib, lib.cn_forecast_request_create(ctypes.byref(req), err), err)
         for col in columns:
             values = (ctypes.c_float * len(col))(*col)
-            if lib.cn_forecast_request_add_series(req, values, len(col), -1, None, err):
-                raise library_error(lib, err)
-        if lib.cn_forecast_request_set_horizon(req, horizon, err):
-            raise library_error(lib, err)
+            cn.check(lib, lib.cn_forecast_request_add_series(req, values, len(col), -1, None, err), err)
+        cn.check(lib, lib.cn_forecast_request_set_horizon(req, horizon, err), err)
 
         if user_levels:
             levels = (ctypes.c_float * len(user_levels))(*user_levels)
-            if lib.cn_forecast_request_set_quantiles(req, levels, len(levels), err):
-                raise library_error(lib, err)
+            cn.check(lib, lib.cn_forecast_request_set_quantiles(req, levels, len(levels), err), err)
         else:
             count = ctypes.c_size_t(0)
-            if lib.cn_model_get_quantiles(model, None, 0, ctypes.byref(count), err):
-                raise library_error(lib, err)
+            cn.check(lib, lib.cn_model_get_quantiles(model, None, 0, ctypes.byref(count), err), err)
             levels = (ctypes.c_float * max(count.value, 1))()
-            if lib.cn_model_get_quantiles(model, levels, count.value, ctypes.byref(count), err):
-                raise library_error(lib, err)
+            cn.check(lib, lib.cn_model_get_quantiles(model, levels, count.value, ctypes.byref(count), err), err)
             levels = levels[:count.value]
         levels = list(levels)  # float32 values, printed as C prints them
         n_levels = len(levels)
 
-        shape = ForecastShape()
+        shape = cn.ForecastShape()
         lib.cn_forecast_shape_init(ctypes.byref(shape))
-        if lib.cn_forecast_get_shape(model, req, ctypes.byref(shape), err):
-            raise library_error(lib, err)
+        cn.check(lib, lib.cn_forecast_get_shape(model, req, ctypes.byref(shape), err), err)
         if (shape.n_series != len(columns) or shape.horizon != horizon or shape.n_outputs != n_levels
                 or shape.n_values != shape.n_series * shape.n_outputs * shape.horizon
                 or shape.n_values > sys.maxsize // 4):
@@ -364,8 +270,7 @@ def run(args):
                                % (shape.n_series, shape.n_outputs, shape.horizon, shape.n_values,
                                   len(columns), n_levels, horizon))
         out = (ctypes.c_float * max(shape.n_values, 1))()
-        if lib.cn_forecast(model, req, None, out, shape.n_values, None, 0, err):
-            raise library_error(lib, err)
+        cn.check(lib, lib.cn_forecast(model, req, None, out, shape.n_values, None, 0, err), err)
 
         # out is [series][quantile][step].
         h_total = shape.horizon
@@ -396,7 +301,7 @@ def main(argv=None):
     parser.add_argument("levels", nargs="?", help="comma-separated quantile levels, e.g. 0.1,0.5,0.9")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--dtype", choices=["f32", "bf16", "f16"], default="f32")
-    parser.add_argument("--lib", help="path to libcutenative.so (default: $CUTENATIVE_LIB, then build/)")
+    parser.add_argument("--lib", help="path to libcutenative.so (default: $CUTENATIVE_LIB, $CN_LIB, then build/)")
     args = parser.parse_intermixed_args(argv)  # options anywhere; exits 2 on a usage error
     try:
         run(args)
@@ -405,6 +310,9 @@ def main(argv=None):
         return 2
     except LibraryError as e:
         print(e, file=sys.stderr)
+        return 1
+    except cn.CnError as e:
+        print("error %s" % e, file=sys.stderr)  # error <STATUS>: <message>
         return 1
     return 0
 

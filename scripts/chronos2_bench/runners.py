@@ -1,0 +1,224 @@
+"""The two sides of the benchmark: the reference pipeline and cutenative (through python/cutenative_ctypes.py),
+and how a workload is timed and profiled."""
+
+import ctypes
+import gc
+import os
+import statistics
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import cutenative_ctypes as cn
+
+from .config import ROWS
+
+
+class CnModel:
+    """One loaded cutenative model plus its own error object."""
+
+    def __init__(self, lib, model_dir, device, dtype):
+        self.lib = lib
+        self.err = ctypes.c_void_p()
+        self.model = ctypes.c_void_p()
+        if lib.cn_error_create(ctypes.byref(self.err)) != cn.CN_STATUS_OK:
+            raise RuntimeError("cn_error_create failed")
+        p = cn.ModelParams()
+        lib.cn_model_params_init(ctypes.byref(p))
+        p.device_type = cn.CN_DEVICE_CUDA if device == "cuda" else cn.CN_DEVICE_CPU
+        p.device_index = 0
+        p.dtype = cn.CN_DTYPE_BF16 if dtype == "bf16" else cn.CN_DTYPE_F32
+        p.mode = cn.CN_MODE_EAGER
+        try:
+            self.check(lib.cn_model_create(os.fsencode(model_dir), ctypes.byref(p), ctypes.byref(self.model),
+                                           self.err))
+        except Exception:
+            self.close()
+            raise
+
+    def check(self, status):
+        cn.check(self.lib, status, self.err)
+
+    def info(self):
+        info = cn.ModelInfo()
+        self.lib.cn_model_info_init(ctypes.byref(info))
+        self.check(self.lib.cn_model_get_info(self.model, ctypes.byref(info), self.err))
+        return info
+
+    def quantiles(self):
+        n = ctypes.c_size_t(0)
+        self.check(self.lib.cn_model_get_quantiles(self.model, None, 0, ctypes.byref(n), self.err))
+        buf = (ctypes.c_float * max(n.value, 1))()
+        self.check(self.lib.cn_model_get_quantiles(self.model, buf, n.value, ctypes.byref(n), self.err))
+        return [float(x) for x in buf[:n.value]]
+
+    def set_mode(self, mode):
+        """Returns the status (an int); the caller decides what a non-OK status means."""
+        return self.lib.cn_model_set_mode(self.model, mode, self.err)
+
+    def forecast(self, rows, horizon):
+        """rows: list of (float* pointer, length) of float32 series, one univariate task each (group -1).
+        Builds the request, sizes and allocates the output, runs, frees the request; returns a flat float32
+        array [series][quantile][step] and the shape. This whole function is what a timing covers."""
+        lib, err = self.lib, self.err
+        req = ctypes.c_void_p()
+        self.check(lib.cn_forecast_request_create(ctypes.byref(req), err))
+        try:
+            add = lib.cn_forecast_request_add_series
+            for ptr, n in rows:
+                st = add(req, ptr, n, -1, None, err)
+                if st:
+                    self.check(st)
+            self.check(lib.cn_forecast_request_set_horizon(req, horizon, err))
+            shape = cn.ForecastShape()
+            lib.cn_forecast_shape_init(ctypes.byref(shape))
+            self.check(lib.cn_forecast_get_shape(self.model, req, ctypes.byref(shape), err))
+            out = np.empty(max(int(shape.n_values), 1), dtype=np.float32)
+            self.check(lib.cn_forecast(self.model, req, None, out.ctypes.data_as(cn.FLOAT_P), int(shape.n_values),
+                                       None, 0, err))
+        finally:
+            lib.cn_forecast_request_free(req)
+        return out, (int(shape.n_series), int(shape.n_outputs), int(shape.horizon))
+
+    def close(self):
+        if self.model:
+            self.lib.cn_model_free(self.model)
+            self.model = ctypes.c_void_p()
+        if self.err:
+            self.lib.cn_error_free(self.err)
+            self.err = ctypes.c_void_p()
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def load_reference(model_dir, device, dtype):
+    """Chronos2Pipeline.from_pretrained(dir, device_map=device, dtype=...). Newer transformers take `dtype`,
+    older ones `torch_dtype`: try `dtype`, check the loaded model's dtype, fall back to `torch_dtype`.
+    Returns (pipeline, the kwarg that worked)."""
+    from chronos.chronos2 import Chronos2Pipeline
+    want = torch.bfloat16 if dtype == "bf16" else torch.float32
+    errors = []
+    for kw in ("dtype", "torch_dtype"):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pipe = Chronos2Pipeline.from_pretrained(model_dir, device_map=device, **{kw: want})
+        except Exception as e:  # noqa: BLE001 - try the other spelling
+            errors.append("%s=: %s" % (kw, e))
+            continue
+        if pipe.model.dtype == want and pipe.model.device.type == device:
+            pipe.model.eval()
+            return pipe, kw
+        errors.append("%s=: loaded %s on %s" % (kw, pipe.model.dtype, pipe.model.device))
+        del pipe
+        gc.collect()
+    raise RuntimeError("cannot load the reference in %s on %s: %s" % (dtype, device, "; ".join(errors)))
+
+
+class RefRunner:
+    def __init__(self, model_dir, device, dtype):
+        self.pipe, self.kwarg = load_reference(model_dir, device, dtype)
+        self.levels = list(self.pipe.quantiles)
+
+    def call(self, wl, s, e):
+        q, _mean = self.pipe.predict_quantiles(wl.torch_x[s:e].unsqueeze(1), prediction_length=wl.horizon,
+                                               quantile_levels=self.levels, batch_size=wl.ref_batch)
+        return q  # list of (1, H, Q) fp32 CPU tensors
+
+    def to_numpy(self, raws):
+        q = torch.cat([torch.stack(r) for r in raws])          # (N, 1, H, Q)
+        return q[:, 0].permute(0, 2, 1).contiguous().numpy()   # (N, Q, H), cutenative's layout
+
+    def close(self):
+        del self.pipe
+
+
+class CnRunner:
+    def __init__(self, lib, model_dir, device, dtype, mode):
+        self.m = CnModel(lib, model_dir, device, dtype)
+        self.mode_status = None
+        if mode != cn.CN_MODE_EAGER:
+            st = self.m.set_mode(mode)
+            if st != cn.CN_STATUS_OK:
+                e = cn.error_from(lib, st, self.m.err)  # before close() frees the error object
+                self.mode_status = e.status_name
+                self.m.close()
+                raise e
+        self.info = self.m.info()
+        self.levels = self.m.quantiles()
+
+    def call(self, wl, s, e):
+        return self.m.forecast(wl.cn_rows[s:e], wl.horizon)
+
+    def to_numpy(self, raws):
+        parts = []
+        for out, (n, q, h) in raws:
+            parts.append(out[:n * q * h].reshape(n, q, h))
+        return np.concatenate(parts)
+
+    def close(self):
+        self.m.close()
+
+
+def time_workload(runner, wl, device, warmup, n_runs):
+    """Warm-up calls (single calls: one window for the sequential rolling run), then n_runs timed runs of the
+    whole workload. Returns (median seconds, all times, outputs (N, Q, H) of the first timed run)."""
+    s0, e0 = wl.calls[0]
+    for _ in range(warmup):
+        runner.call(wl, s0, e0)
+    times, first = [], None
+    for _ in range(n_runs):
+        sync(device)
+        t0 = time.perf_counter()
+        raws = [runner.call(wl, s, e) for (s, e) in wl.calls]
+        sync(device)
+        times.append(time.perf_counter() - t0)
+        if first is None:
+            first = raws
+    return statistics.median(times), times, runner.to_numpy(first)
+
+
+def profile_row(lib, model_dir, device, row_key, wl, calls=10):
+    """Where the time goes: one cutenative row on one workload under torch.profiler (same process, same
+    LibTorch, so its CUDA kernels are recorded). Returns a markdown section."""
+    from torch.profiler import ProfilerActivity, profile
+
+    row = next((r for r in ROWS if r[0] == row_key), None)
+    if row is None or row[2] != "cn":
+        return "\n## Profile\n\n(--profile %s: not a cutenative row)\n" % row_key
+    _, label, _, dt, mode = row
+    runner = CnRunner(lib, model_dir, device, dt, mode)
+    try:
+        s0, e0 = wl.calls[0]
+        for _ in range(3):
+            runner.call(wl, s0, e0)
+        sync(device)
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                runner.call(wl, s0, e0)
+            sync(device)
+        wall = (time.perf_counter() - t0) / calls
+    finally:
+        runner.close()
+    kernels = {}
+    for ev in prof.events():
+        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
+            k = kernels.setdefault(ev.name, [0, 0.0])
+            k[0] += 1
+            k[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+    n_kernels = sum(c for c, _ in kernels.values()) / calls
+    gpu_us = sum(t for _, t in kernels.values()) / calls
+    lines = ["", "## Profile: %s, %s (per call, %d calls under torch.profiler)" % (label, wl.title, calls), "",
+             "- wall time %.3f ms (profiler overhead included); GPU busy %.3f ms in %.0f kernels (%.2f µs each on average)"
+             % (wall * 1e3, gpu_us / 1e3, n_kernels, gpu_us / max(n_kernels, 1)), "",
+             "| kernel | launches per call | GPU µs per call | share |", "|---|---:|---:|---:|"]
+    for name, (c, t) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:20]:
+        lines.append("| `%s` | %.0f | %.1f | %.1f%% |" % (name[:90].replace("|", "/"), c / calls, t / calls,
+                                                          100.0 * t / max(sum(x for _, x in kernels.values()), 1e-9)))
+    return "\n".join(lines) + "\n"
