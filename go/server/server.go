@@ -25,82 +25,6 @@ import (
 //go:embed openapi.json
 var openAPIDocument []byte
 
-// Config is everything the server needs; cmd/cutenative-server fills it from flags and environment.
-type Config struct {
-	Models       map[string]string // model name -> model directory (set by the operator, never by a request)
-	DefaultModel string            // used when a request names none; default: the only / first model
-	Open         cutenative.Options
-	APIKeys      []string      // bearer keys; empty: no authentication
-	MaxBodyBytes int64         // request body limit (default 8 MiB)
-	MaxBatch     int           // series per merged library call (default 64; 1 disables batching)
-	MaxWait      time.Duration // how long a job waits for company (default 2 ms)
-	QueueSize    int           // jobs waiting per model before 429 (default 256)
-	Timeout      time.Duration // per-request limit, from the first byte read to the answer (default 30 s)
-	MaxSeries    int           // series per request (default 1024)
-	MaxSeriesLen int           // values per series (default 100000)
-
-	// What one request may cost, checked before anything proportional to it is allocated.
-	MaxHorizon      int   // steps per request (default 65536; the model's own limit applies too)
-	MaxOutputValues int64 // series x quantile levels x horizon per request (default 4 Mi values, 16 MiB)
-	MaxInputValues  int64 // values and covariate values per request (default 4 Mi)
-	MaxInflight     int   // requests being read, validated, queued or run at once before 429 (default 1024)
-
-	// Fairness: a request whose cost (rows x forward passes: a row per series and per covariate, a pass per
-	// native horizon of the model) is above LongCost runs in its model's second lane, one at a time, beside
-	// the first lane's merged calls, so a long rollout never delays short requests; at most LongQueue wait
-	// for that lane before 429.
-	LongCost  int64 // default 256
-	LongQueue int   // default 4
-
-	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
-	LoRACatalog string        // catalog file (go/lora format); reload with LoRAs().Reload / Watch
-	EmbedModel  string        // sentence-embedding model directory, required with LoRACatalog
-	Embedder    lora.Embedder // optional: used instead of a model opened from EmbedModel
-	Logger      *slog.Logger  // catalog (re)load messages; nil: slog.Default()
-}
-
-func (c *Config) defaults() {
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 8 << 20
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 64
-	}
-	if c.MaxWait < 0 {
-		c.MaxWait = 0
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 256
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.MaxSeries <= 0 {
-		c.MaxSeries = 1024
-	}
-	if c.MaxSeriesLen <= 0 {
-		c.MaxSeriesLen = 100000
-	}
-	if c.MaxHorizon <= 0 {
-		c.MaxHorizon = 65536
-	}
-	if c.MaxOutputValues <= 0 {
-		c.MaxOutputValues = 4 << 20
-	}
-	if c.MaxInputValues <= 0 {
-		c.MaxInputValues = 4 << 20
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = 1024
-	}
-	if c.LongCost <= 0 {
-		c.LongCost = 256
-	}
-	if c.LongQueue <= 0 {
-		c.LongQueue = 4
-	}
-}
-
 type loadedModel struct {
 	name    string
 	model   *cutenative.Model
@@ -137,7 +61,9 @@ const (
 
 // New validates the configuration; Load then opens the models (readyz answers 503 until it is done).
 func New(cfg Config) (*Server, error) {
-	cfg.defaults()
+	if err := cfg.complete(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if len(cfg.Models) == 0 {
 		return nil, errors.New("server: no models configured")
 	}
@@ -169,6 +95,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Config returns the configuration in effect: the one given to New with its defaults filled in.
+func (s *Server) Config() Config { return s.cfg }
 
 // Load opens every configured model; on failure the ones opened are closed again.
 func (s *Server) Load() error {
