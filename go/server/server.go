@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
@@ -26,12 +25,13 @@ import (
 var openAPIDocument []byte
 
 type loadedModel struct {
-	name    string
-	model   *cutenative.Model
-	info    cutenative.Info
-	levels  []float32
-	batcher *batcher // short requests, merged when they can be
-	long    *batcher // requests above Config.LongCost, one at a time
+	name   string
+	model  *cutenative.Model
+	info   cutenative.Info
+	levels []float32
+	queue  *jobQueue       // short requests (forecasts merged when they can be): queue.go
+	long   *jobQueue       // requests above Config.LongCost, one at a time
+	merge  *mergeForecasts // the forecast endpoint's policy (merge.go)
 }
 
 // Server serves the HTTP API over in-process models. Create with New, serve Handler(), stop with
@@ -118,8 +118,9 @@ func (s *Server) Load() error {
 			return fmt.Errorf("model %q: %w", name, err)
 		}
 		lm := &loadedModel{name: name, model: m, info: info, levels: levels,
-			batcher: newBatcher(name, m, s.cfg.QueueSize, s.cfg.MaxBatch, s.cfg.MaxWait, s.metrics),
-			long:    newBatcher(name+"/long", m, s.cfg.LongQueue, 1, 0, s.metrics)}
+			queue: newJobQueue(name, "short", s.cfg.QueueSize, s.metrics),
+			long:  newJobQueue(name, "long", s.cfg.LongQueue, s.metrics),
+			merge: &mergeForecasts{forecast: m.Forecast, maxSeries: s.cfg.MaxBatch, wait: s.cfg.MaxWait}}
 		s.mu.Lock()
 		s.models[name] = lm
 		s.mu.Unlock()
@@ -145,7 +146,7 @@ func (s *Server) Close() {
 	s.models = map[string]*loadedModel{}
 	s.mu.Unlock()
 	for _, m := range models {
-		m.batcher.close()
+		m.queue.close()
 		m.long.close()
 		m.model.Close()
 	}
@@ -273,11 +274,11 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 // within the request's deadline, every size checked before it is allocated; then the model's lane, the
 // library call, and an answer encoded in full before the status is sent.
 func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiError {
-	if s.inflight.Add(1) > int64(s.cfg.MaxInflight) {
-		s.inflight.Add(-1)
-		return fromError(errQueueFull)
+	release, err := s.admit()
+	if err != nil {
+		return fromError(err)
 	}
-	defer s.inflight.Add(-1)
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	if dl, ok := ctx.Deadline(); ok { // the body too arrives within the request's timeout (408 otherwise)
@@ -305,30 +306,21 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 		return fromError(err)
 	}
 	breq := toBinding(req)
-	j := &job{ctx: ctx, req: breq, enqueued: time.Now(), result: make(chan jobResult, 1)}
-	lane := m.batcher
+	lane, key := m.queue, ""
 	if cost(breq, m.info) > s.cfg.LongCost {
 		lane = m.long
 	} else if s.cfg.MaxBatch > 1 {
-		j.key = batchKey(breq, int(m.info.ContextLength))
+		key = batchKey(breq, int(m.info.ContextLength))
 	}
-	if err := lane.submit(j); err != nil {
+	f, first, err := m.merge.submit(ctx, lane, breq, key)
+	if err != nil {
 		return fromError(err)
 	}
-	var res jobResult
-	select {
-	case res = <-j.result:
-	case <-ctx.Done():
-		return fromError(ctx.Err()) // the worker drops or cancels the job; its result goes nowhere
-	}
-	if res.err != nil {
-		return fromError(res.err)
-	}
-	if i := nonFiniteSeries(res.forecast, res.first, len(req.Series)); i >= 0 {
+	if i := nonFiniteSeries(f, first, len(req.Series)); i >= 0 {
 		return badRequest(fmt.Sprintf("series[%d]: the forecast is not finite: its values are too large for the model's "+
 			"float32 normalisation (magnitudes from about 1e19 overflow)", i))
 	}
-	return s.writeJSON(w, http.StatusOK, buildResponse(m.name, req, res.forecast, res.first))
+	return s.writeJSON(w, http.StatusOK, buildResponse(m.name, req, f, first))
 }
 
 // cost estimates a request's work in model rows x forward passes: a row per series and per covariate, a
