@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -499,4 +501,35 @@ func FuzzDecodeKronos(f *testing.F) {
 			t.Fatalf("binding: %d series for %d channels", len(b.Series), n)
 		}
 	})
+}
+
+// openapi.json documents exactly the JSON fields of the wire types (its request schemas refuse others).
+func TestOpenAPIDocumentsTheWireFields(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{"ForecastRequest": api.ForecastRequest{}, "Series": api.Series{}, "Covariate": api.Covariate{},
+		"ForecastResponse": api.ForecastResponse{}, "Sampling": api.Sampling{}, "Bars": api.Bars{}, "BarSamples": api.BarSamples{}} {
+		var fields []string
+		typ := reflect.TypeOf(v)
+		for i := 0; i < typ.NumField(); i++ {
+			fields = append(fields, strings.Split(typ.Field(i).Tag.Get("json"), ",")[0])
+		}
+		var documented []string
+		for p := range doc.Components.Schemas[name].Properties {
+			documented = append(documented, p)
+		}
+		sort.Strings(fields)
+		sort.Strings(documented)
+		if strings.Join(fields, ",") != strings.Join(documented, ",") {
+			t.Errorf("%s: the type has %v, openapi.json documents %v", name, fields, documented)
+		}
+	}
 }
