@@ -278,6 +278,8 @@ func TestKronosBadRequestsName400Fields(t *testing.T) {
 		{"channel short", func(r *api.ForecastRequest) { r.Series[0].Volume = r.Series[0].Volume[1:] }, "series[0].volume: 24 values, open has 25"},
 		{"null value", func(r *api.ForecastRequest) { r.Series[0].Low[7] = nil }, "series[0].low[7]: null"},
 		{"value past float32", func(r *api.ForecastRequest) { r.Series[0].High[2] = num(1e39) }, "series[0].high[2]: not a finite float32"},
+		{"a forecast that is not finite", func(r *api.ForecastRequest) { r.Series[0].Open[0], r.Series[0].Open[1] = num(3e38), num(-3e38) },
+			"series[0]: the forecast is not finite"},
 		{"horizon past max_context", func(r *api.ForecastRequest) { r.Horizon = 41 }, "horizon: 41 exceeds the model's limit of 40"},
 		{"horizon 0", func(r *api.ForecastRequest) { r.Horizon = 0 }, "horizon: must be >= 1"},
 		{"temperature 0", func(r *api.ForecastRequest) { r.Temperature = num(0) }, "temperature"},
