@@ -29,7 +29,7 @@ type Config struct {
 
 	// What one request may cost, checked before anything proportional to it is allocated.
 	MaxHorizon      int   // steps per request (the model's own limit applies too)
-	MaxOutputValues int64 // series x quantile levels x horizon per request
+	MaxOutputValues int64 // series x quantile levels x horizon per request (Kronos: mean and sample paths)
 	MaxInputValues  int64 // values and covariate values per request
 	MaxInflight     int   // requests being read, validated, queued or run at once before 429
 
@@ -66,7 +66,9 @@ var configSettings = []settings.Setting[Config]{
 	settings.Int("max-horizon", "CUTENATIVE_MAX_HORIZON", 65536, 1, "steps per request (the model's limit applies too)",
 		func(c *Config) *int { return &c.MaxHorizon }),
 	settings.Int("max-output-values", "CUTENATIVE_MAX_OUTPUT_VALUES", int64(4<<20), 1,
-		"series x quantile levels x horizon per request", func(c *Config) *int64 { return &c.MaxOutputValues }),
+		"series x quantile levels x horizon per request; Kronos sample paths count too: channels x horizon for the "+
+			"mean paths plus channels x horizon x sample_count for the sample paths (return_samples)",
+		func(c *Config) *int64 { return &c.MaxOutputValues }),
 	settings.Int("max-input-values", "CUTENATIVE_MAX_INPUT_VALUES", int64(4<<20), 1,
 		"values and covariate values per request", func(c *Config) *int64 { return &c.MaxInputValues }),
 	settings.Int("long-cost", "CUTENATIVE_LONG_COST", int64(256), 1,

@@ -110,7 +110,7 @@ func (s *Server) Load() error {
 		info, err := m.Info()
 		var levels []float32
 		if err == nil {
-			levels, err = m.Quantiles()
+			levels, err = modelLevels(m, info)
 		}
 		if err != nil {
 			m.Close()
@@ -266,6 +266,9 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 			Default: m.name == s.cfg.DefaultModel})
 	}
 	s.mu.RUnlock()
+	for i := range out {
+		describeKronos(&out[i])
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return s.writeJSON(w, http.StatusOK, api.ModelList{Models: out})
 }
@@ -295,6 +298,9 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	m, e := s.model(req.Model)
 	if e != nil {
 		return e
+	}
+	if m.info.Kind == kindKronos {
+		return s.forecastKronos(ctx, w, m, req)
 	}
 	lim := limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen, MaxCovariates: 64, MaxQuantiles: 99,
 		MaxHorizon: s.cfg.MaxHorizon, ModelMaxHorizon: m.info.MaxHorizon, MaxOutputValues: s.cfg.MaxOutputValues,

@@ -177,7 +177,7 @@ func TestBadRequests(t *testing.T) {
 		{"no series", `{"horizon": 4, "series": []}`, "invalid_argument", "at least one series"},
 		{"empty values", `{"horizon": 4, "series": [{"values": []}]}`, "invalid_argument", "at least one value"},
 		{"all missing", `{"horizon": 4, "series": [{"values": [null, null]}]}`, "invalid_argument", "every value is NaN"},
-		{"unknown field", `{"horizon": 4, "series": [{"values": [1]}], "temperature": 2}`, "invalid_argument", "unknown field"},
+		{"unknown field", `{"horizon": 4, "series": [{"values": [1]}], "frequency": "D"}`, "invalid_argument", "unknown field"},
 		{"bad level", `{"horizon": 4, "quantiles": [0.5, 1.0], "series": [{"values": [1]}]}`, "invalid_argument", "quantiles[1]"},
 		{"negative group", `{"horizon": 4, "series": [{"values": [1], "group": -1}]}`, "invalid_argument", "group"},
 		{"timestamps length", `{"horizon": 4, "series": [{"values": [1, 2], "timestamps": ["2020-01"]}]}`, "invalid_argument", "timestamps"},
