@@ -21,6 +21,24 @@ type Series struct {
 	// Group joins series into one multivariate task: 0 makes the series a task of its own; series that
 	// share a positive number are forecast jointly.
 	Group int
+	// Timestamps of the values and FutureTimestamps of the Horizon forecast steps: Unix seconds (UTC),
+	// strictly increasing across both. Kronos needs them on the first series of each OHLCV group (its
+	// calendar features: minute, hour, weekday, day, month); Chronos-2 ignores them. nil: none.
+	Timestamps       []int64
+	FutureTimestamps []int64
+}
+
+// Sampling holds the sampling parameters of sampled forecasters (Kronos).
+type Sampling struct {
+	Temperature float32 // > 0
+	TopK        int     // >= 0; 0 turns top-k off; > 0 disables TopP (as the reference does)
+	TopP        float32 // in (0, 1]
+	SampleCount int     // sampled paths per task, averaged into the mean; 1..4096
+}
+
+// DefaultSampling is what a request with a nil Sampling uses: the reference predictor's defaults.
+func DefaultSampling() Sampling {
+	return Sampling{Temperature: 1, TopK: 0, TopP: 0.9, SampleCount: 1}
 }
 
 // Covariate is an input-only series attached to the task of Series[Series]. Set Past/Future for a
@@ -34,30 +52,62 @@ type Covariate struct {
 }
 
 // ForecastRequest is a batch of forecasting tasks.
+//
+// Kronos: each task is a group (Series sharing a positive Group) of 4, 5 or 6 series in the order open,
+// high, low, close[, volume[, amount]], all of one length, no NaN, with Timestamps and FutureTimestamps on
+// the group's first series; no Covariates, no Quantiles. Every series gets its mean path.
 type ForecastRequest struct {
 	Series     []Series
 	Covariates []Covariate
 	Horizon    int
 	Quantiles  []float32 // levels to return, each in (0, 1); nil: the model's own levels
+
+	// Sampled forecasters (Kronos); other models ignore these. Sampling nil: DefaultSampling(). Seed seeds
+	// the sampler right before inference: the same request and seed give the same forecast (on CPU, the
+	// reference's tokens after torch.manual_seed(Seed)). ReturnSamples also returns every sampled path.
+	Sampling      *Sampling
+	Seed          uint64
+	ReturnSamples bool
 }
 
-// Forecast holds quantile forecasts, laid out [series][quantile][step].
+// Forecast holds a forecast, laid out [series][output][step]: an output per quantile level (Chronos-2), or
+// one, the mean path, for forecasters without quantiles (Kronos: Quantiles is nil).
 type Forecast struct {
 	Quantiles []float32
 	Horizon   int
 	NSeries   int
 	Values    []float32
+	// Sampled forecasters: NSamples paths per series (the request's sample count; 0 for other models), and
+	// with ReturnSamples every path in Samples, laid out [series][sample][output][step] (else nil).
+	NSamples int
+	Samples  []float32
 }
 
-// At returns the forecast of series s at quantile index q and step h (0-based).
+// Outputs is the number of outputs per series and step: len(Quantiles), or 1 without quantiles.
+func (f *Forecast) Outputs() int {
+	if len(f.Quantiles) > 0 {
+		return len(f.Quantiles)
+	}
+	return 1
+}
+
+// At returns the forecast of series s at output (quantile index) q and step h (0-based).
 func (f *Forecast) At(s, q, h int) float32 {
-	return f.Values[(s*len(f.Quantiles)+q)*f.Horizon+h]
+	return f.Values[(s*f.Outputs()+q)*f.Horizon+h]
 }
 
-// Row returns the [step] slice of series s at quantile index q (a view into Values).
+// Row returns the [step] slice of series s at output (quantile index) q (a view into Values). Kronos: Row(s,
+// 0) is the mean path of series s.
 func (f *Forecast) Row(s, q int) []float32 {
-	i := (s*len(f.Quantiles) + q) * f.Horizon
+	i := (s*f.Outputs() + q) * f.Horizon
 	return f.Values[i : i+f.Horizon]
+}
+
+// SamplePath returns sampled path k of series s at output q (a view into Samples; Kronos has output 0 only).
+// It panics when the forecast holds no samples (the request did not set ReturnSamples).
+func (f *Forecast) SamplePath(s, k, q int) []float32 {
+	i := ((s*f.NSamples+k)*f.Outputs() + q) * f.Horizon
+	return f.Samples[i : i+f.Horizon]
 }
 
 // cLabels copies labels into C memory; free with freeLabels.
@@ -96,6 +146,17 @@ func floatPtr(v []float32) *C.float {
 	return (*C.float)(unsafe.Pointer(&v[0]))
 }
 
+func int64Ptr(v []int64) *C.int64_t {
+	if len(v) == 0 {
+		return nil
+	}
+	return (*C.int64_t)(unsafe.Pointer(&v[0]))
+}
+
+func invalid(msg string) error {
+	return &Error{Op: "Forecast", Status: StatusInvalidArgument, Message: msg}
+}
+
 // buildRequest copies req into a new C request (caller frees it).
 func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 	var r *C.cn_forecast_request
@@ -108,7 +169,7 @@ func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 	}
 	for i, s := range req.Series {
 		if s.Group < 0 {
-			return fail(&Error{Op: "Forecast", Status: StatusInvalidArgument, Message: fmt.Sprintf("series[%d].group: must be >= 0", i)})
+			return fail(invalid(fmt.Sprintf("series[%d].group: must be >= 0", i)))
 		}
 		group := C.int64_t(-1)
 		if s.Group > 0 {
@@ -120,10 +181,19 @@ func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 		if err != nil {
 			return fail(fmt.Errorf("series[%d]: %w", i, err))
 		}
+		if s.Timestamps != nil || s.FutureTimestamps != nil {
+			err := call("Forecast", func(e *C.cn_error) C.cn_status {
+				return C.cn_forecast_request_set_timestamps(r, C.size_t(i), int64Ptr(s.Timestamps), C.size_t(len(s.Timestamps)),
+					int64Ptr(s.FutureTimestamps), C.size_t(len(s.FutureTimestamps)), e)
+			})
+			if err != nil {
+				return fail(fmt.Errorf("series[%d]: %w", i, err))
+			}
+		}
 	}
 	for i, c := range req.Covariates {
 		if c.Series < 0 {
-			return fail(&Error{Op: "Forecast", Status: StatusInvalidArgument, Message: fmt.Sprintf("covariates[%d].series: must be >= 0", i)})
+			return fail(invalid(fmt.Sprintf("covariates[%d].series: must be >= 0", i)))
 		}
 		var err error
 		if c.PastLabels != nil || c.FutureLabels != nil {
@@ -156,6 +226,21 @@ func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 			return fail(err)
 		}
 	}
+	if sp := req.Sampling; sp != nil {
+		// The library checks the values; here only that they fit its int32 fields.
+		if sp.TopK < math.MinInt32 || sp.TopK > math.MaxInt32 {
+			return fail(invalid(fmt.Sprintf("top_k: %d does not fit in an int32", sp.TopK)))
+		}
+		if sp.SampleCount < math.MinInt32 || sp.SampleCount > math.MaxInt32 {
+			return fail(invalid(fmt.Sprintf("sample_count: %d does not fit in an int32 (at most 4096)", sp.SampleCount)))
+		}
+		if err := call("Forecast", func(e *C.cn_error) C.cn_status {
+			return C.cn_forecast_request_set_sampling(r, C.float(sp.Temperature), C.int32_t(sp.TopK), C.float(sp.TopP),
+				C.int32_t(sp.SampleCount), e)
+		}); err != nil {
+			return fail(err)
+		}
+	}
 	return r, nil
 }
 
@@ -163,21 +248,24 @@ func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 // steps; the error then matches both ctx.Err() and ErrCancelled / ErrDeadlineExceeded.
 func (m *Model) Forecast(ctx context.Context, req *ForecastRequest) (*Forecast, error) {
 	if req == nil {
-		return nil, &Error{Op: "Forecast", Status: StatusInvalidArgument, Message: "request is nil"}
+		return nil, invalid("request is nil")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	levels := req.Quantiles
-	if levels == nil {
-		q, err := m.Quantiles()
-		if err != nil {
-			return nil, err
-		}
-		levels = q
-	}
 	var out *Forecast
 	err := m.with(func(p *C.cn_model) error {
+		levels := req.Quantiles
+		if levels == nil {
+			q, err := quantilesOf(p)
+			switch {
+			case errors.Is(err, ErrUnsupported): // no quantile head (Kronos): one output, the mean path
+			case err != nil:
+				return err
+			default:
+				levels = q
+			}
+		}
 		r, err := buildRequest(req)
 		if err != nil {
 			return err
@@ -188,13 +276,20 @@ func (m *Model) Forecast(ctx context.Context, req *ForecastRequest) (*Forecast, 
 		if err := call("Forecast", func(e *C.cn_error) C.cn_status { return C.cn_forecast_get_shape(p, r, &shape, e) }); err != nil {
 			return err
 		}
-		if int(shape.n_outputs) != len(levels) {
+		f := &Forecast{Quantiles: append([]float32(nil), levels...), Horizon: int(shape.horizon), NSeries: int(shape.n_series),
+			NSamples: int(shape.n_samples)}
+		if uint64(shape.n_outputs) != uint64(f.Outputs()) {
 			return &Error{Op: "Forecast", Status: StatusInternal, Message: "output shape disagrees with the quantile levels"}
 		}
-		f := &Forecast{Quantiles: append([]float32(nil), levels...), Horizon: int(shape.horizon), NSeries: int(shape.n_series),
-			Values: make([]float32, int(shape.n_values))}
+		f.Values = make([]float32, int(shape.n_values))
+		if req.ReturnSamples && shape.n_sample_values > 0 {
+			f.Samples = make([]float32, int(shape.n_sample_values))
+		}
 		if err := runWithContext(ctx, "Forecast", func(opts *C.cn_run_options, e *C.cn_error) C.cn_status {
-			return C.cn_forecast(p, r, opts, floatPtr(f.Values), C.size_t(len(f.Values)), nil, 0, e)
+			if st := C.cn_run_options_set_seed(opts, C.uint64_t(req.Seed), e); st != C.CN_STATUS_OK {
+				return st
+			}
+			return C.cn_forecast(p, r, opts, floatPtr(f.Values), C.size_t(len(f.Values)), floatPtr(f.Samples), C.size_t(len(f.Samples)), e)
 		}); err != nil {
 			return err
 		}

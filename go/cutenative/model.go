@@ -183,21 +183,28 @@ func (m *Model) Info() (Info, error) {
 	}, nil
 }
 
-// Quantiles returns the model's own quantile levels (forecasters with quantile heads).
+// Quantiles returns the model's own quantile levels (forecasters with quantile heads; else ErrUnsupported).
 func (m *Model) Quantiles() ([]float32, error) {
 	var out []float32
 	err := m.with(func(p *C.cn_model) error {
-		var n C.size_t
-		if err := call("Quantiles", func(e *C.cn_error) C.cn_status { return C.cn_model_get_quantiles(p, nil, 0, &n, e) }); err != nil {
-			return err
-		}
-		out = make([]float32, int(n))
-		if n == 0 {
-			return nil
-		}
-		return call("Quantiles", func(e *C.cn_error) C.cn_status {
-			return C.cn_model_get_quantiles(p, (*C.float)(unsafe.Pointer(&out[0])), n, &n, e)
-		})
+		var err error
+		out, err = quantilesOf(p)
+		return err
+	})
+	return out, err
+}
+
+func quantilesOf(p *C.cn_model) ([]float32, error) {
+	var n C.size_t
+	if err := call("Quantiles", func(e *C.cn_error) C.cn_status { return C.cn_model_get_quantiles(p, nil, 0, &n, e) }); err != nil {
+		return nil, err
+	}
+	out := make([]float32, int(n))
+	if n == 0 {
+		return out, nil
+	}
+	err := call("Quantiles", func(e *C.cn_error) C.cn_status {
+		return C.cn_model_get_quantiles(p, (*C.float)(unsafe.Pointer(&out[0])), n, &n, e)
 	})
 	return out, err
 }

@@ -104,6 +104,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 // validate checks the request against lim: first every size it implies (cheap, no allocation), then the
 // values, then the timestamps (whose extension is bounded by the output limit by then).
 func (r *forecastRequest) validate(ctx context.Context, lim limits) error {
+	if err := rejectKronosFields(&r.ForecastRequest); err != nil {
+		return err
+	}
 	if r.Horizon < 1 {
 		return badRequest("horizon: must be >= 1")
 	}
@@ -280,9 +283,10 @@ func toBinding(r *forecastRequest) *cutenative.ForecastRequest {
 
 // batchKey says which requests may share one library call without changing any result: the library is
 // batch-invariant for series of equal (truncated) length forecast on their own (no groups, no
-// covariates) with the same horizon and levels. "" means the request runs alone.
+// covariates) with the same horizon and levels. "" means the request runs alone (sampled requests always:
+// their seed is their own).
 func batchKey(r *cutenative.ForecastRequest, contextLength int) string {
-	if len(r.Covariates) > 0 {
+	if len(r.Covariates) > 0 || r.Sampling != nil || r.Seed != 0 || r.ReturnSamples {
 		return ""
 	}
 	length := -1

@@ -152,7 +152,7 @@ func TestLongRequestDoesNotDelayShortOnes(t *testing.T) {
 		resp.Body.Close()
 		long <- resp.StatusCode
 	}()
-	waitUntil(t, "the long request running", func() bool { return ts.inflight.Load() == 1 && ts.metrics.queueDepth.Load() == 0 })
+	waitUntil(t, "the long request running", func() bool { return ts.inflight.Load() == 1 && ts.metrics.queued() == 0 })
 	time.Sleep(100 * time.Millisecond) // inside its rollout by now
 	for i := 0; i < 3; i++ {
 		t0 := time.Now()

@@ -38,13 +38,23 @@ func (h *histogram) observe(v float64) {
 }
 
 func (h *histogram) write(w io.Writer, name, help string) {
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	h.writeSeries(w, name, "")
+}
+
+// writeSeries writes the histogram's lines under labels (`model="m",lane="short"`; "" for none).
+func (h *histogram) writeSeries(w io.Writer, name, labels string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-	for i, b := range h.bounds {
-		fmt.Fprintf(w, "%s_bucket{le=\"%s\"} %d\n", name, formatFloat(b), h.counts[i])
+	sep, set := "", ""
+	if labels != "" {
+		sep, set = ",", "{"+labels+"}"
 	}
-	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, h.count, name, formatFloat(h.sum), name, h.count)
+	for i, b := range h.bounds {
+		fmt.Fprintf(w, "%s_bucket{%s%sle=\"%s\"} %d\n", name, labels, sep, formatFloat(b), h.counts[i])
+	}
+	fmt.Fprintf(w, "%s_bucket{%s%sle=\"+Inf\"} %d\n%s_sum%s %s\n%s_count%s %d\n", name, labels, sep, h.count,
+		name, set, formatFloat(h.sum), name, set, h.count)
 }
 
 func formatFloat(v float64) string {
@@ -59,10 +69,7 @@ type metrics struct {
 	mu       sync.Mutex
 	requests map[[2]string]uint64 // (endpoint, outcome) -> count
 
-	queueDepth       atomic.Int64
-	queueSeconds     *histogram
-	inferenceSeconds *histogram
-	batchSize        *histogram
+	queues []*queueMetrics // one per model lane, in registration order
 
 	loraEmbedSeconds          *histogram
 	loraRouteSeconds          *histogram
@@ -70,13 +77,59 @@ type metrics struct {
 	loras                     func() *lora.Registry // the catalog's stats; nil func or registry: none
 }
 
+// latencyBuckets are the bounds of every latency histogram, in seconds.
+var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// queueMetrics are one model lane's series, labelled model and lane.
+type queueMetrics struct {
+	labels    string // model="...",lane="..."
+	depth     atomic.Int64
+	wait      *histogram // seconds from admission to the call
+	inference *histogram // seconds per call
+	series    *histogram // series per call (calls that forecast none are not counted)
+	jobs      *histogram // jobs per call: 1 unless a policy merged them
+	dropped   [numDropReasons]atomic.Uint64
+}
+
+// Why a queue answered a job without running it.
+type dropReason int
+
+const (
+	dropFull      dropReason = iota // the queue was full: 429
+	dropDeadline                    // the deadline passed while it waited: 504
+	dropCancelled                   // the client left while it waited: 499
+	dropShutdown                    // the queue was closing: 503
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{"full", "deadline", "cancelled", "shutdown"}
+
+// queue registers the series of one model lane.
+func (m *metrics) queue(model, lane string) *queueMetrics {
+	q := &queueMetrics{labels: fmt.Sprintf("model=%q,lane=%q", model, lane), wait: newHistogram(latencyBuckets...),
+		inference: newHistogram(latencyBuckets...), series: newHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+		jobs: newHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256)}
+	m.mu.Lock()
+	m.queues = append(m.queues, q)
+	m.mu.Unlock()
+	return q
+}
+
+// queued is the number of jobs waiting in every queue.
+func (m *metrics) queued() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for _, q := range m.queues {
+		n += q.depth.Load()
+	}
+	return n
+}
+
 func newMetrics() *metrics {
-	lat := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	lat := latencyBuckets
 	return &metrics{
 		requests:         map[[2]string]uint64{},
-		queueSeconds:     newHistogram(lat...),
-		inferenceSeconds: newHistogram(lat...),
-		batchSize:        newHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
 		loraEmbedSeconds: newHistogram(lat...),
 		loraRouteSeconds: newHistogram(0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1),
 	}
@@ -107,11 +160,33 @@ func (m *metrics) write(w io.Writer) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "cutenative_requests_total{endpoint=%q,outcome=%q} %d\n", k[0], k[1], m.requests[k])
 	}
+	queues := append([]*queueMetrics(nil), m.queues...)
 	m.mu.Unlock()
-	fmt.Fprintf(w, "# HELP cutenative_queue_depth Forecast jobs waiting for the model.\n# TYPE cutenative_queue_depth gauge\ncutenative_queue_depth %d\n", m.queueDepth.Load())
-	m.queueSeconds.write(w, "cutenative_queue_seconds", "Time a forecast job waited in the queue.")
-	m.inferenceSeconds.write(w, "cutenative_inference_seconds", "Duration of one library call (a batch).")
-	m.batchSize.write(w, "cutenative_batch_series", "Series per library call.")
+	sort.SliceStable(queues, func(i, j int) bool { return queues[i].labels < queues[j].labels })
+	fmt.Fprintf(w, "# HELP cutenative_queue_depth Jobs waiting for a model lane.\n# TYPE cutenative_queue_depth gauge\n")
+	for _, q := range queues {
+		fmt.Fprintf(w, "cutenative_queue_depth{%s} %d\n", q.labels, q.depth.Load())
+	}
+	fmt.Fprintf(w, "# HELP cutenative_queue_dropped_total Jobs answered without running, by reason (full: 429, deadline: 504, cancelled: 499, shutdown: 503).\n# TYPE cutenative_queue_dropped_total counter\n")
+	for _, q := range queues {
+		for r, name := range dropReasonNames {
+			fmt.Fprintf(w, "cutenative_queue_dropped_total{%s,reason=%q} %d\n", q.labels, name, q.dropped[r].Load())
+		}
+	}
+	for _, h := range []struct {
+		name, help string
+		of         func(q *queueMetrics) *histogram
+	}{
+		{"cutenative_queue_seconds", "Time a job waited in its queue.", func(q *queueMetrics) *histogram { return q.wait }},
+		{"cutenative_inference_seconds", "Duration of one library call (a batch).", func(q *queueMetrics) *histogram { return q.inference }},
+		{"cutenative_batch_series", "Series per library call.", func(q *queueMetrics) *histogram { return q.series }},
+		{"cutenative_batch_jobs", "Jobs (requests) per library call.", func(q *queueMetrics) *histogram { return q.jobs }},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", h.name, h.help, h.name)
+		for _, q := range queues {
+			h.of(q).writeSeries(w, h.name, q.labels)
+		}
+	}
 	fmt.Fprintf(w, "# HELP cutenative_lora_searches_total LoRA searches answered, by whether a LoRA was selected.\n# TYPE cutenative_lora_searches_total counter\n")
 	fmt.Fprintf(w, "cutenative_lora_searches_total{selected=\"false\"} %d\ncutenative_lora_searches_total{selected=\"true\"} %d\n",
 		m.loraNoMatch.Load(), m.loraSelected.Load())

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
@@ -25,89 +24,14 @@ import (
 //go:embed openapi.json
 var openAPIDocument []byte
 
-// Config is everything the server needs; cmd/cutenative-server fills it from flags and environment.
-type Config struct {
-	Models       map[string]string // model name -> model directory (set by the operator, never by a request)
-	DefaultModel string            // used when a request names none; default: the only / first model
-	Open         cutenative.Options
-	APIKeys      []string      // bearer keys; empty: no authentication
-	MaxBodyBytes int64         // request body limit (default 8 MiB)
-	MaxBatch     int           // series per merged library call (default 64; 1 disables batching)
-	MaxWait      time.Duration // how long a job waits for company (default 2 ms)
-	QueueSize    int           // jobs waiting per model before 429 (default 256)
-	Timeout      time.Duration // per-request limit, from the first byte read to the answer (default 30 s)
-	MaxSeries    int           // series per request (default 1024)
-	MaxSeriesLen int           // values per series (default 100000)
-
-	// What one request may cost, checked before anything proportional to it is allocated.
-	MaxHorizon      int   // steps per request (default 65536; the model's own limit applies too)
-	MaxOutputValues int64 // series x quantile levels x horizon per request (default 4 Mi values, 16 MiB)
-	MaxInputValues  int64 // values and covariate values per request (default 4 Mi)
-	MaxInflight     int   // requests being read, validated, queued or run at once before 429 (default 1024)
-
-	// Fairness: a request whose cost (rows x forward passes: a row per series and per covariate, a pass per
-	// native horizon of the model) is above LongCost runs in its model's second lane, one at a time, beside
-	// the first lane's merged calls, so a long rollout never delays short requests; at most LongQueue wait
-	// for that lane before 429.
-	LongCost  int64 // default 256
-	LongQueue int   // default 4
-
-	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
-	LoRACatalog string        // catalog file (go/lora format); reload with LoRAs().Reload / Watch
-	EmbedModel  string        // sentence-embedding model directory, required with LoRACatalog
-	Embedder    lora.Embedder // optional: used instead of a model opened from EmbedModel
-	Logger      *slog.Logger  // catalog (re)load messages; nil: slog.Default()
-}
-
-func (c *Config) defaults() {
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 8 << 20
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 64
-	}
-	if c.MaxWait < 0 {
-		c.MaxWait = 0
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 256
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.MaxSeries <= 0 {
-		c.MaxSeries = 1024
-	}
-	if c.MaxSeriesLen <= 0 {
-		c.MaxSeriesLen = 100000
-	}
-	if c.MaxHorizon <= 0 {
-		c.MaxHorizon = 65536
-	}
-	if c.MaxOutputValues <= 0 {
-		c.MaxOutputValues = 4 << 20
-	}
-	if c.MaxInputValues <= 0 {
-		c.MaxInputValues = 4 << 20
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = 1024
-	}
-	if c.LongCost <= 0 {
-		c.LongCost = 256
-	}
-	if c.LongQueue <= 0 {
-		c.LongQueue = 4
-	}
-}
-
 type loadedModel struct {
-	name    string
-	model   *cutenative.Model
-	info    cutenative.Info
-	levels  []float32
-	batcher *batcher // short requests, merged when they can be
-	long    *batcher // requests above Config.LongCost, one at a time
+	name   string
+	model  *cutenative.Model
+	info   cutenative.Info
+	levels []float32
+	queue  *jobQueue       // short requests (forecasts merged when they can be): queue.go
+	long   *jobQueue       // requests above Config.LongCost, one at a time
+	merge  *mergeForecasts // the forecast endpoint's policy (merge.go)
 }
 
 // Server serves the HTTP API over in-process models. Create with New, serve Handler(), stop with
@@ -137,7 +61,9 @@ const (
 
 // New validates the configuration; Load then opens the models (readyz answers 503 until it is done).
 func New(cfg Config) (*Server, error) {
-	cfg.defaults()
+	if err := cfg.complete(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if len(cfg.Models) == 0 {
 		return nil, errors.New("server: no models configured")
 	}
@@ -170,6 +96,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Config returns the configuration in effect: the one given to New with its defaults filled in.
+func (s *Server) Config() Config { return s.cfg }
+
 // Load opens every configured model; on failure the ones opened are closed again.
 func (s *Server) Load() error {
 	for name, dir := range s.cfg.Models {
@@ -181,7 +110,7 @@ func (s *Server) Load() error {
 		info, err := m.Info()
 		var levels []float32
 		if err == nil {
-			levels, err = m.Quantiles()
+			levels, err = modelLevels(m, info)
 		}
 		if err != nil {
 			m.Close()
@@ -189,8 +118,9 @@ func (s *Server) Load() error {
 			return fmt.Errorf("model %q: %w", name, err)
 		}
 		lm := &loadedModel{name: name, model: m, info: info, levels: levels,
-			batcher: newBatcher(name, m, s.cfg.QueueSize, s.cfg.MaxBatch, s.cfg.MaxWait, s.metrics),
-			long:    newBatcher(name+"/long", m, s.cfg.LongQueue, 1, 0, s.metrics)}
+			queue: newJobQueue(name, "short", s.cfg.QueueSize, s.metrics),
+			long:  newJobQueue(name, "long", s.cfg.LongQueue, s.metrics),
+			merge: &mergeForecasts{forecast: m.Forecast, maxSeries: s.cfg.MaxBatch, wait: s.cfg.MaxWait}}
 		s.mu.Lock()
 		s.models[name] = lm
 		s.mu.Unlock()
@@ -216,7 +146,7 @@ func (s *Server) Close() {
 	s.models = map[string]*loadedModel{}
 	s.mu.Unlock()
 	for _, m := range models {
-		m.batcher.close()
+		m.queue.close()
 		m.long.close()
 		m.model.Close()
 	}
@@ -336,6 +266,9 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 			Default: m.name == s.cfg.DefaultModel})
 	}
 	s.mu.RUnlock()
+	for i := range out {
+		describeKronos(&out[i])
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return s.writeJSON(w, http.StatusOK, api.ModelList{Models: out})
 }
@@ -344,11 +277,11 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 // within the request's deadline, every size checked before it is allocated; then the model's lane, the
 // library call, and an answer encoded in full before the status is sent.
 func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiError {
-	if s.inflight.Add(1) > int64(s.cfg.MaxInflight) {
-		s.inflight.Add(-1)
-		return fromError(errQueueFull)
+	release, err := s.admit()
+	if err != nil {
+		return fromError(err)
 	}
-	defer s.inflight.Add(-1)
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	if dl, ok := ctx.Deadline(); ok { // the body too arrives within the request's timeout (408 otherwise)
@@ -366,6 +299,9 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	if e != nil {
 		return e
 	}
+	if m.info.Kind == kindKronos {
+		return s.forecastKronos(ctx, w, m, req)
+	}
 	lim := limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen, MaxCovariates: 64, MaxQuantiles: 99,
 		MaxHorizon: s.cfg.MaxHorizon, ModelMaxHorizon: m.info.MaxHorizon, MaxOutputValues: s.cfg.MaxOutputValues,
 		MaxInputValues: s.cfg.MaxInputValues, MaxGroupRows: 256}
@@ -376,30 +312,21 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 		return fromError(err)
 	}
 	breq := toBinding(req)
-	j := &job{ctx: ctx, req: breq, enqueued: time.Now(), result: make(chan jobResult, 1)}
-	lane := m.batcher
+	lane, key := m.queue, ""
 	if cost(breq, m.info) > s.cfg.LongCost {
 		lane = m.long
 	} else if s.cfg.MaxBatch > 1 {
-		j.key = batchKey(breq, int(m.info.ContextLength))
+		key = batchKey(breq, int(m.info.ContextLength))
 	}
-	if err := lane.submit(j); err != nil {
+	f, first, err := m.merge.submit(ctx, lane, breq, key)
+	if err != nil {
 		return fromError(err)
 	}
-	var res jobResult
-	select {
-	case res = <-j.result:
-	case <-ctx.Done():
-		return fromError(ctx.Err()) // the worker drops or cancels the job; its result goes nowhere
-	}
-	if res.err != nil {
-		return fromError(res.err)
-	}
-	if i := nonFiniteSeries(res.forecast, res.first, len(req.Series)); i >= 0 {
+	if i := nonFiniteSeries(f, first, len(req.Series)); i >= 0 {
 		return badRequest(fmt.Sprintf("series[%d]: the forecast is not finite: its values are too large for the model's "+
 			"float32 normalisation (magnitudes from about 1e19 overflow)", i))
 	}
-	return s.writeJSON(w, http.StatusOK, buildResponse(m.name, req, res.forecast, res.first))
+	return s.writeJSON(w, http.StatusOK, buildResponse(m.name, req, f, first))
 }
 
 // cost estimates a request's work in model rows x forward passes: a row per series and per covariate, a

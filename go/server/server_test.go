@@ -177,7 +177,7 @@ func TestBadRequests(t *testing.T) {
 		{"no series", `{"horizon": 4, "series": []}`, "invalid_argument", "at least one series"},
 		{"empty values", `{"horizon": 4, "series": [{"values": []}]}`, "invalid_argument", "at least one value"},
 		{"all missing", `{"horizon": 4, "series": [{"values": [null, null]}]}`, "invalid_argument", "every value is NaN"},
-		{"unknown field", `{"horizon": 4, "series": [{"values": [1]}], "temperature": 2}`, "invalid_argument", "unknown field"},
+		{"unknown field", `{"horizon": 4, "series": [{"values": [1]}], "frequency": "D"}`, "invalid_argument", "unknown field"},
 		{"bad level", `{"horizon": 4, "quantiles": [0.5, 1.0], "series": [{"values": [1]}]}`, "invalid_argument", "quantiles[1]"},
 		{"negative group", `{"horizon": 4, "series": [{"values": [1], "group": -1}]}`, "invalid_argument", "group"},
 		{"timestamps length", `{"horizon": 4, "series": [{"values": [1, 2], "timestamps": ["2020-01"]}]}`, "invalid_argument", "timestamps"},
@@ -283,7 +283,7 @@ func (g *gate) hook(n int) {
 
 func (ts *testServer) setHook(f func(int)) {
 	for _, m := range ts.models {
-		m.batcher.beforeRun = f
+		m.queue.beforeRun = f
 	}
 }
 
@@ -296,7 +296,7 @@ func TestQueueFullIs429(t *testing.T) {
 	go func() { c, _, _ := ts.post(t, body); results <- c }()
 	<-g.entered // the worker holds request 1
 	go func() { c, _, _ := ts.post(t, body); results <- c }()
-	waitUntil(t, "request 2 in the queue", func() bool { return ts.metrics.queueDepth.Load() >= 1 })
+	waitUntil(t, "request 2 in the queue", func() bool { return ts.metrics.queued() >= 1 })
 	code, h, b := ts.post(t, body)
 	if code != 429 || h.Get("Retry-After") == "" || !strings.Contains(string(b), "overloaded") {
 		t.Fatalf("third request: %d %v %s", code, h, b)
@@ -328,7 +328,7 @@ func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitUntil(t, "the request in the queue", func() bool { return ts.metrics.queueDepth.Load() >= 1 })
+	waitUntil(t, "the request in the queue", func() bool { return ts.metrics.queued() >= 1 })
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled client got a response")
@@ -343,7 +343,7 @@ func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
 		t.Fatalf("first request: %d", c)
 	}
 	// The abandoned job is dropped by the worker (the queue empties) without a second library call.
-	waitUntil(t, "an empty queue", func() bool { return ts.metrics.queueDepth.Load() == 0 })
+	waitUntil(t, "an empty queue", func() bool { return ts.metrics.queued() == 0 })
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.sizes) != 1 {
@@ -390,9 +390,9 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 	// (without this, a worker that finds the queue empty each time runs every request alone).
 	first := <-g.entered
 	deadline := time.Now().Add(10 * time.Second)
-	for batched.metrics.queueDepth.Load() < int64(len(bodies)-first) {
+	for batched.metrics.queued() < int64(len(bodies)-first) {
 		if time.Now().After(deadline) {
-			t.Fatalf("queue depth %d, want %d", batched.metrics.queueDepth.Load(), len(bodies)-first)
+			t.Fatalf("queue depth %d, want %d", batched.metrics.queued(), len(bodies)-first)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -498,8 +498,11 @@ func TestHealthModelsMetricsAndDrain(t *testing.T) {
 	resp, _ := http.Post(h.URL+"/v1/forecast", "application/json", strings.NewReader(`{"horizon": 3, "series": [{"values": [1, 2, 3, 4]}]}`))
 	resp.Body.Close()
 	_, metrics := get("/metrics")
-	for _, want := range []string{`cutenative_requests_total{endpoint="forecast",outcome="ok"} 1`, "cutenative_queue_depth 0",
-		"cutenative_inference_seconds_count 1", "cutenative_queue_seconds_bucket", `cutenative_batch_series_bucket{le="1"} 1`} {
+	for _, want := range []string{`cutenative_requests_total{endpoint="forecast",outcome="ok"} 1`,
+		`cutenative_queue_depth{model="default",lane="short"} 0`, `cutenative_queue_depth{model="default",lane="long"} 0`,
+		`cutenative_inference_seconds_count{model="default",lane="short"} 1`, `cutenative_queue_seconds_bucket{model="default",lane="short",le=`,
+		`cutenative_batch_series_bucket{model="default",lane="short",le="1"} 1`, `cutenative_batch_jobs_count{model="default",lane="short"} 1`,
+		`cutenative_queue_dropped_total{model="default",lane="short",reason="full"} 0`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}

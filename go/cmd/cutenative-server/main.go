@@ -1,33 +1,11 @@
 // Command cutenative-server serves forecasts over HTTP from models loaded in process through libcutenative.
 //
-// Every flag has an environment variable (the flag wins). With no -models, the server runs its embedded
-// default model (a small Chronos-2 trained by scripts/train_default_model.py), unpacked into a cache
-// directory at start.
-//
-//	flag            environment                   default
-//	-listen         CUTENATIVE_LISTEN             127.0.0.1:8080
-//	-models         CUTENATIVE_MODELS             (embedded default)  name=dir[,name=dir...]
-//	-default-model  CUTENATIVE_DEFAULT_MODEL      first name
-//	-device         CUTENATIVE_DEVICE             cpu                 cpu | cuda | cuda:N
-//	-dtype          CUTENATIVE_DTYPE              f32                 f32 | bf16 | f16
-//	-mode           CUTENATIVE_MODE               eager               eager | graph | fused
-//	-threads        CUTENATIVE_THREADS            0 (library default)
-//	-api-keys-file  CUTENATIVE_API_KEYS_FILE      (none)              one bearer key per line
-//	                CUTENATIVE_API_KEYS           (none)              comma-separated keys (env only)
-//	-max-body       CUTENATIVE_MAX_BODY_BYTES     8388608
-//	-max-batch      CUTENATIVE_MAX_BATCH          64                  series per merged call; 1 = no batching
-//	-max-wait       CUTENATIVE_MAX_WAIT           2ms
-//	-queue          CUTENATIVE_QUEUE              256                 jobs per model before 429
-//	-timeout        CUTENATIVE_TIMEOUT            30s                 per request
-//	-max-series     CUTENATIVE_MAX_SERIES         1024                per request
-//	-max-horizon    CUTENATIVE_MAX_HORIZON        65536               steps per request (the model's limit applies too)
-//	-max-output-values CUTENATIVE_MAX_OUTPUT_VALUES 4194304          series x quantile levels x horizon per request
-//	-max-input-values  CUTENATIVE_MAX_INPUT_VALUES  4194304          values + covariate values per request
-//	-long-cost      CUTENATIVE_LONG_COST          256                 rows (series + covariates) x forward passes above which a request runs in the long lane
-//	-max-conns      CUTENATIVE_MAX_CONNS          4096                open connections at once (more wait in the kernel's queue)
-//	-lora-catalog   CUTENATIVE_LORA_CATALOG       (none)              LoRA catalog: enables POST /v1/loras/search
-//	-embed-model    CUTENATIVE_EMBED_MODEL        (none)              sentence-embedding model dir (needed by -lora-catalog)
-//	-lora-poll      CUTENATIVE_LORA_POLL          1s                  catalog file check interval; 0 disables
+// Every option is a flag and an environment variable (the flag wins; CUTENATIVE_API_KEYS has no flag), and
+// `cutenative-server -h` lists them with their defaults. They come from one table (options.go, the server's
+// limits and queues from server.Settings()): a value that does not parse, on the command line or in the
+// environment, stops the command before it loads anything, with exit status 2 and a message naming the flag
+// or variable and the value. With no -models, the server runs its embedded default model (a small Chronos-2
+// trained by scripts/train_default_model.py), unpacked into a cache directory at start.
 //
 // The LoRA catalog is reloaded (re-read and re-embedded, swapped in only when that succeeds) when its
 // file changes (modification time or size, checked every -lora-poll) and on SIGHUP.
@@ -42,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -49,8 +28,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -60,31 +37,6 @@ import (
 
 //go:embed defaultmodel/config.json defaultmodel/model.safetensors
 var defaultModel embed.FS
-
-func env(name, fallback string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return fallback
-}
-
-func envInt(name string, fallback int) int {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return fallback
-}
-
-func envDuration(name string, fallback time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return fallback
-}
 
 // unpackDefaultModel writes the embedded model into dir (once; the files are compared by size).
 func unpackDefaultModel(dir string) error {
@@ -111,118 +63,29 @@ func unpackDefaultModel(dir string) error {
 	})
 }
 
-func parseModels(spec string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, part := range strings.Split(spec, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, dir, ok := strings.Cut(part, "=")
-		if !ok || name == "" || dir == "" {
-			return nil, fmt.Errorf("-models: want name=dir, got %q", part)
-		}
-		out[name] = dir
-	}
-	return out, nil
-}
+func main() { os.Exit(cli(os.Args[1:], os.LookupEnv, os.Stderr)) }
 
-func readKeys(file string) ([]string, error) {
-	var keys []string
-	for _, k := range strings.Split(os.Getenv("CUTENATIVE_API_KEYS"), ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			keys = append(keys, k)
-		}
+// cli reads the options and runs the server until SIGTERM or SIGINT has drained it. Exit status: 0; 2 when
+// the options are wrong (nothing is loaded); 1 when serving failed.
+func cli(args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+	o, err := parseOptions(args, lookup)
+	if errors.Is(err, flag.ErrHelp) {
+		usage(stderr)
+		return 0
 	}
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range strings.Split(string(b), "\n") {
-			if k = strings.TrimSpace(k); k != "" && !strings.HasPrefix(k, "#") {
-				keys = append(keys, k)
-			}
-		}
+	if err != nil {
+		fmt.Fprintf(stderr, "cutenative-server: %v\n(cutenative-server -h lists every option)\n", err)
+		return 2
 	}
-	return keys, nil
-}
-
-func main() {
-	listen := flag.String("listen", env("CUTENATIVE_LISTEN", "127.0.0.1:8080"), "address to listen on")
-	models := flag.String("models", env("CUTENATIVE_MODELS", ""), "name=dir[,name=dir...]; empty: the embedded default model")
-	defModel := flag.String("default-model", env("CUTENATIVE_DEFAULT_MODEL", ""), "model used when a request names none")
-	device := flag.String("device", env("CUTENATIVE_DEVICE", "cpu"), "cpu, cuda or cuda:N")
-	dtype := flag.String("dtype", env("CUTENATIVE_DTYPE", "f32"), "f32, bf16 or f16")
-	mode := flag.String("mode", env("CUTENATIVE_MODE", "eager"), "eager, graph or fused")
-	threads := flag.Int("threads", envInt("CUTENATIVE_THREADS", 0), "CPU threads for the library (0: its default)")
-	keysFile := flag.String("api-keys-file", env("CUTENATIVE_API_KEYS_FILE", ""), "file with one bearer key per line")
-	maxBody := flag.Int("max-body", envInt("CUTENATIVE_MAX_BODY_BYTES", 8<<20), "request body limit in bytes")
-	maxBatch := flag.Int("max-batch", envInt("CUTENATIVE_MAX_BATCH", 64), "series per merged library call (1: no batching)")
-	maxWait := flag.Duration("max-wait", envDuration("CUTENATIVE_MAX_WAIT", 2*time.Millisecond), "how long a batch waits for more requests when others are queued")
-	queue := flag.Int("queue", envInt("CUTENATIVE_QUEUE", 256), "requests waiting per model before 429")
-	timeout := flag.Duration("timeout", envDuration("CUTENATIVE_TIMEOUT", 30*time.Second), "per-request time limit")
-	maxSeries := flag.Int("max-series", envInt("CUTENATIVE_MAX_SERIES", 1024), "series per request")
-	maxHorizon := flag.Int("max-horizon", envInt("CUTENATIVE_MAX_HORIZON", 65536), "steps per request (the model's limit applies too)")
-	maxOut := flag.Int("max-output-values", envInt("CUTENATIVE_MAX_OUTPUT_VALUES", 4<<20), "series x quantile levels x horizon per request")
-	maxIn := flag.Int("max-input-values", envInt("CUTENATIVE_MAX_INPUT_VALUES", 4<<20), "values and covariate values per request")
-	longCost := flag.Int("long-cost", envInt("CUTENATIVE_LONG_COST", 256), "rows (series + covariates) x forward passes above which a request runs in the model's long lane")
-	maxConns := flag.Int("max-conns", envInt("CUTENATIVE_MAX_CONNS", 4096), "open connections at once")
-	var lo loraOptions
-	flag.StringVar(&lo.catalog, "lora-catalog", env("CUTENATIVE_LORA_CATALOG", ""), "LoRA catalog file (enables POST /v1/loras/search; needs -embed-model)")
-	flag.StringVar(&lo.embedModel, "embed-model", env("CUTENATIVE_EMBED_MODEL", ""), "sentence-embedding model directory (e.g. all-MiniLM-L6-v2) for -lora-catalog")
-	flag.DurationVar(&lo.poll, "lora-poll", envDuration("CUTENATIVE_LORA_POLL", time.Second), "how often the catalog file is checked for changes (0: never; SIGHUP reloads)")
-	flag.Parse()
-
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := lo.check(); err != nil {
-		log.Error("cutenative-server", "error", err)
-		os.Exit(2)
-	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	o := options{listen: *listen, models: *models, defModel: *defModel, device: *device, dtype: *dtype, mode: *mode,
-		threads: *threads, keysFile: *keysFile, maxConns: *maxConns, lora: lo, stop: stop,
-		cfg: server.Config{MaxBodyBytes: int64(*maxBody), MaxBatch: *maxBatch, MaxWait: *maxWait, QueueSize: *queue,
-			Timeout: *timeout, MaxSeries: *maxSeries, MaxHorizon: *maxHorizon, MaxOutputValues: int64(*maxOut),
-			MaxInputValues: int64(*maxIn), LongCost: int64(*longCost)}}
+	o.stop = stop
 	if err := run(log, o); err != nil {
 		log.Error("cutenative-server", "error", err)
-		os.Exit(1)
+		return 1
 	}
-}
-
-// options is everything run needs: the flags, the server's limits, and for tests a listener of their own
-// and a stop channel standing in for SIGTERM.
-type options struct {
-	listen, models, defModel, device, dtype, mode string
-	threads                                       int
-	keysFile                                      string
-	maxConns                                      int
-	lora                                          loraOptions
-	cfg                                           server.Config // limits and queues; models, keys and LoRA fields are filled by run
-	listener                                      net.Listener  // nil: listen on the address
-	stop                                          <-chan os.Signal
-	ready                                         func(addr string) // called once the models are loaded (tests)
-}
-
-// loraOptions are the LoRA search flags.
-type loraOptions struct {
-	catalog, embedModel string
-	poll                time.Duration
-}
-
-// check rejects half a configuration before anything is loaded.
-func (o loraOptions) check() error {
-	switch {
-	case o.catalog != "" && o.embedModel == "":
-		return errors.New("-lora-catalog needs -embed-model: the sentence-embedding model (e.g. all-MiniLM-L6-v2) that embeds the catalog and the prompts")
-	case o.catalog == "" && o.embedModel != "":
-		return errors.New("-embed-model is only used with -lora-catalog (LoRA search); give both or neither")
-	case o.poll < 0:
-		return errors.New("-lora-poll: must be >= 0")
-	}
-	return nil
+	return 0
 }
 
 // serveLoRAReloads reloads the catalog on SIGHUP and, when poll > 0, when its file changes, until ctx
@@ -257,7 +120,7 @@ func run(log *slog.Logger, o options) error {
 	}
 	dirs, err := parseModels(o.models)
 	if err != nil {
-		return err
+		return fmt.Errorf("-models: %w", err)
 	}
 	if len(dirs) == 0 {
 		cache, err := os.UserCacheDir()
@@ -270,7 +133,7 @@ func run(log *slog.Logger, o options) error {
 		}
 		dirs = map[string]string{"default": dir}
 	}
-	keys, err := readKeys(o.keysFile)
+	keys, err := readKeys(o.apiKeys, o.keysFile)
 	if err != nil {
 		return err
 	}
@@ -282,10 +145,7 @@ func run(log *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
+	timeout := srv.Config().Timeout
 	ln := o.listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", o.listen); err != nil {

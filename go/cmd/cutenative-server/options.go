@@ -1,0 +1,177 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cutenative/cutenative/go/internal/settings"
+	"github.com/cutenative/cutenative/go/server"
+)
+
+// options is everything run needs: the settings, and for tests a listener of their own, a stop channel
+// standing in for SIGTERM and a ready callback.
+type options struct {
+	listen, models, defModel, device, dtype, mode string
+	threads                                       int
+	keysFile, apiKeys                             string // apiKeys: CUTENATIVE_API_KEYS (environment only)
+	maxConns                                      int
+	lora                                          loraOptions
+	cfg                                           server.Config // limits and queues; models, keys and LoRA fields are filled by run
+	listener                                      net.Listener  // nil: listen on the address
+	stop                                          <-chan os.Signal
+	ready                                         func(addr string) // called once the models are loaded (tests)
+}
+
+// loraOptions are the LoRA search settings.
+type loraOptions struct {
+	catalog, embedModel string
+	poll                time.Duration
+}
+
+// optionTable is the one table of the command's settings, in -h order: its own, then server.Settings() (the
+// server's limits and queues, whose defaults server.New applies to the same fields), then its own again.
+func optionTable() []settings.Setting[options] {
+	str := func(name, env, def, unset, help string, check func(string) error, field func(*options) *string) settings.Setting[options] {
+		s := settings.String(name, env, def, help, check, field)
+		s.Unset = unset
+		return s
+	}
+	apiKeys := str("api-keys", "CUTENATIVE_API_KEYS", "", "", "comma-separated bearer keys (also read with -api-keys-file)",
+		nil, func(o *options) *string { return &o.apiKeys })
+	apiKeys.Where = settings.EnvOnly
+	head := []settings.Setting[options]{
+		str("listen", "CUTENATIVE_LISTEN", "127.0.0.1:8080", "", "address to listen on (host:port)", checkListen,
+			func(o *options) *string { return &o.listen }),
+		str("models", "CUTENATIVE_MODELS", "", "the embedded default model", "name=dir[,name=dir...]: the models to serve",
+			func(s string) error { _, err := parseModels(s); return err }, func(o *options) *string { return &o.models }),
+		str("default-model", "CUTENATIVE_DEFAULT_MODEL", "", "the first name", "model used when a request names none",
+			nil, func(o *options) *string { return &o.defModel }),
+		str("device", "CUTENATIVE_DEVICE", "cpu", "", "cpu, cuda or cuda:N", checkDevice, func(o *options) *string { return &o.device }),
+		str("dtype", "CUTENATIVE_DTYPE", "f32", "", "f32, bf16 or f16", settings.OneOf("f32", "bf16", "f16"),
+			func(o *options) *string { return &o.dtype }),
+		str("mode", "CUTENATIVE_MODE", "eager", "", "eager, graph or fused", settings.OneOf("eager", "graph", "fused"),
+			func(o *options) *string { return &o.mode }),
+		settings.Int("threads", "CUTENATIVE_THREADS", 0, 0, "CPU threads for the library (0: its default)",
+			func(o *options) *int { return &o.threads }),
+		str("api-keys-file", "CUTENATIVE_API_KEYS_FILE", "", "", "file with one bearer key per line (# comments)",
+			nil, func(o *options) *string { return &o.keysFile }),
+		apiKeys,
+	}
+	tail := []settings.Setting[options]{
+		settings.Int("max-conns", "CUTENATIVE_MAX_CONNS", 4096, 0, "open connections at once; more wait in the kernel's queue (0: no limit)",
+			func(o *options) *int { return &o.maxConns }),
+		str("lora-catalog", "CUTENATIVE_LORA_CATALOG", "", "", "LoRA catalog file (enables POST /v1/loras/search; needs -embed-model)",
+			nil, func(o *options) *string { return &o.lora.catalog }),
+		str("embed-model", "CUTENATIVE_EMBED_MODEL", "", "", "sentence-embedding model directory (e.g. all-MiniLM-L6-v2) for -lora-catalog",
+			nil, func(o *options) *string { return &o.lora.embedModel }),
+		settings.Duration("lora-poll", "CUTENATIVE_LORA_POLL", time.Second, 0,
+			"how often the catalog file is checked for changes (0: never; SIGHUP reloads)",
+			func(o *options) *time.Duration { return &o.lora.poll }),
+	}
+	table := append(head, settings.Lift(server.Settings(), func(o *options) *server.Config { return &o.cfg })...)
+	return append(table, tail...)
+}
+
+// parseOptions reads the environment (lookup) and the command line (args, which win) through the table, then
+// checks what spans settings. Every error is one the command reports with exit status 2, before it loads
+// anything; flag.ErrHelp asks for usage.
+func parseOptions(args []string, lookup func(string) (string, bool)) (options, error) {
+	var o options
+	if err := settings.Load("cutenative-server", optionTable(), &o, args, lookup); err != nil {
+		return options{}, err
+	}
+	if err := o.lora.check(); err != nil {
+		return options{}, err
+	}
+	return o, nil
+}
+
+// usage is the -h text: every option with its environment variable and default, from the table.
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: cutenative-server [flags]
+
+Serves forecasts over HTTP from models loaded in process through libcutenative. Every option is an
+environment variable and, but for CUTENATIVE_API_KEYS, a flag (the flag wins); a value that does not parse,
+from either, stops the server before it loads anything (exit status 2).
+
+`)
+	settings.Usage(w, optionTable())
+}
+
+// check rejects half a configuration before anything is loaded.
+func (o loraOptions) check() error {
+	switch {
+	case o.catalog != "" && o.embedModel == "":
+		return errors.New("-lora-catalog needs -embed-model: the sentence-embedding model (e.g. all-MiniLM-L6-v2) that embeds the catalog and the prompts")
+	case o.catalog == "" && o.embedModel != "":
+		return errors.New("-embed-model is only used with -lora-catalog (LoRA search); give both or neither")
+	case o.poll < 0:
+		return errors.New("-lora-poll: must be >= 0")
+	}
+	return nil
+}
+
+func checkListen(s string) error {
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		return errors.New("want host:port (the host may be empty: every interface)")
+	}
+	return nil
+}
+
+// checkDevice accepts what cutenative.Open does: cpu, cuda, cuda:N.
+func checkDevice(s string) error {
+	if s == "cpu" || s == "cuda" {
+		return nil
+	}
+	if n, ok := strings.CutPrefix(s, "cuda:"); ok {
+		if i, err := strconv.Atoi(n); err == nil && i >= 0 {
+			return nil
+		}
+	}
+	return errors.New("want cpu, cuda or cuda:N")
+}
+
+func parseModels(spec string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, dir, ok := strings.Cut(part, "=")
+		if !ok || name == "" || dir == "" {
+			return nil, fmt.Errorf("want name=dir[,name=dir...], got %q", part)
+		}
+		out[name] = dir
+	}
+	return out, nil
+}
+
+// readKeys gathers the bearer keys: the comma-separated list, then the file's lines (blank lines and #
+// comments skipped).
+func readKeys(list, file string) ([]string, error) {
+	var keys []string
+	for _, k := range strings.Split(list, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range strings.Split(string(b), "\n") {
+			if k = strings.TrimSpace(k); k != "" && !strings.HasPrefix(k, "#") {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys, nil
+}

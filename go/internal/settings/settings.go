@@ -1,0 +1,251 @@
+// Package settings keeps a program's options in one table. Each Setting names its flag, its environment
+// variable, its default and its help text, and parses and checks a value; Load fills a destination from the
+// defaults, then the environment, then the command line (which wins), Usage writes the -h text, and Complete
+// checks a destination a program filled in code (zero fields take their defaults).
+//
+// A value that does not parse is an error naming where it came from and what it was, from the command line
+// and from the environment alike: nothing is replaced by a default behind the user's back.
+package settings
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// ErrInvalid is matched (errors.Is) by every error about a value that does not parse or is out of range.
+var ErrInvalid = errors.New("invalid value")
+
+// Error is a value that does not parse, or is out of range, with where it came from.
+type Error struct {
+	Source string // "-max-batch", "CUTENATIVE_MAX_BATCH" or, for a value set in code, the setting's name
+	Value  string
+	Err    error // why
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("invalid value %q for %s: %v", e.Value, e.Source, e.Err)
+}
+
+// Unwrap gives ErrInvalid and the reason.
+func (e *Error) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+// Where says how a setting is given.
+type Where int
+
+const (
+	FlagAndEnv Where = iota // a flag (-Name) and, when Env is set, an environment variable
+	EnvOnly                 // only the environment variable (secrets stay off the command line)
+	CodeOnly                // neither: only a default and a check (a field programs set in code)
+)
+
+// Setting is one option. T is the struct it fills.
+type Setting[T any] struct {
+	Name    string // the flag, without the dash; also the setting's name in messages
+	Env     string // the environment variable; "" for none
+	Where   Where
+	Default string // the value when none is given, as text (parsed like any other value)
+	Unset   string // what an empty Default means, for -h ("the embedded default model"); "" shows "none"
+	Help    string
+	// Parse parses and checks text and stores the value in dst.
+	Parse func(dst *T, text string) error
+	// Complete, when set, checks the value a program left in dst; a zero value takes the default where zero
+	// is not a value the setting accepts. It returns an *Error naming the setting.
+	Complete func(dst *T) error
+}
+
+// Integer is what Int parses.
+type Integer interface{ ~int | ~int64 }
+
+// Int is an integer setting of at least min; a zero left in code means the default when min > 0. Values take
+// the flag package's syntax (decimal, 0x.., 1_000).
+func Int[T any, N Integer](name, env string, def, min N, help string, field func(*T) *N) Setting[T] {
+	return Setting[T]{Name: name, Env: env, Default: strconv.FormatInt(int64(def), 10), Help: help,
+		Parse: func(dst *T, text string) error {
+			n, err := strconv.ParseInt(text, 0, 64)
+			if err != nil || int64(N(n)) != n {
+				return errors.New("want an integer")
+			}
+			if N(n) < min {
+				return fmt.Errorf("must be >= %d", min)
+			}
+			*field(dst) = N(n)
+			return nil
+		},
+		Complete: func(dst *T) error {
+			p := field(dst)
+			switch {
+			case *p == 0 && min > 0:
+				*p = def
+			case *p < min:
+				return &Error{Source: name, Value: strconv.FormatInt(int64(*p), 10), Err: fmt.Errorf("must be >= %d", min)}
+			}
+			return nil
+		}}
+}
+
+// Duration is a duration setting of at least min ("30s", "2ms": a number needs its unit); a zero left in code
+// means the default when min > 0.
+func Duration[T any](name, env string, def, min time.Duration, help string, field func(*T) *time.Duration) Setting[T] {
+	return Setting[T]{Name: name, Env: env, Default: def.String(), Help: help,
+		Parse: func(dst *T, text string) error {
+			d, err := time.ParseDuration(text)
+			if err != nil {
+				return errors.New("want a duration with its unit, such as 30s, 2ms or 1m30s")
+			}
+			if d < min {
+				return fmt.Errorf("must be >= %s", min)
+			}
+			*field(dst) = d
+			return nil
+		},
+		Complete: func(dst *T) error {
+			p := field(dst)
+			switch {
+			case *p == 0 && min > 0:
+				*p = def
+			case *p < min:
+				return &Error{Source: name, Value: p.String(), Err: fmt.Errorf("must be >= %s", min)}
+			}
+			return nil
+		}}
+}
+
+// String is a text setting; check (nil: any text) rejects values with a reason.
+func String[T any](name, env, def, help string, check func(string) error, field func(*T) *string) Setting[T] {
+	return Setting[T]{Name: name, Env: env, Default: def, Help: help,
+		Parse: func(dst *T, text string) error {
+			if check != nil {
+				if err := check(text); err != nil {
+					return err
+				}
+			}
+			*field(dst) = text
+			return nil
+		}}
+}
+
+// OneOf is a String check accepting exactly the given values.
+func OneOf(values ...string) func(string) error {
+	return func(s string) error {
+		for _, v := range values {
+			if s == v {
+				return nil
+			}
+		}
+		return fmt.Errorf("want one of %q", values)
+	}
+}
+
+// Lift makes a table for the struct that holds U at field: a program adds a library's settings to its own.
+func Lift[T, U any](table []Setting[U], field func(*T) *U) []Setting[T] {
+	out := make([]Setting[T], len(table))
+	for i, s := range table {
+		out[i] = Setting[T]{Name: s.Name, Env: s.Env, Where: s.Where, Default: s.Default, Unset: s.Unset, Help: s.Help,
+			Parse: func(dst *T, text string) error { return s.Parse(field(dst), text) }}
+		if s.Complete != nil {
+			out[i].Complete = func(dst *T) error { return s.Complete(field(dst)) }
+		}
+	}
+	return out
+}
+
+// Defaults stores every setting's default in dst. An error means the table itself is wrong.
+func Defaults[T any](table []Setting[T], dst *T) error {
+	for _, s := range table {
+		if err := s.Parse(dst, s.Default); err != nil {
+			return fmt.Errorf("settings: the default of %s: %w", s.Name, &Error{Source: s.Name, Value: s.Default, Err: err})
+		}
+	}
+	return nil
+}
+
+// Complete checks the values a program put in dst (zero values take their defaults where zero is not
+// accepted): every *Error found, joined.
+func Complete[T any](table []Setting[T], dst *T) error {
+	var errs []error
+	for _, s := range table {
+		if s.Complete != nil {
+			if err := s.Complete(dst); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Load fills dst from the defaults, then the environment (lookup, normally os.LookupEnv), then args (flags
+// win). Every environment variable that does not parse is reported (joined *Errors), then the first flag
+// that does not; -h or -help give flag.ErrHelp; positional arguments are an error.
+func Load[T any](program string, table []Setting[T], dst *T, args []string, lookup func(string) (string, bool)) error {
+	if err := Defaults(table, dst); err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range table {
+		if s.Env == "" || s.Where == CodeOnly {
+			continue
+		}
+		if v, ok := lookup(s.Env); ok {
+			if err := s.Parse(dst, v); err != nil {
+				errs = append(errs, &Error{Source: s.Env, Value: v, Err: err})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	fs := flag.NewFlagSet(program, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the caller reports errors and writes Usage
+	var bad *Error
+	for _, s := range table {
+		if s.Where != FlagAndEnv {
+			continue
+		}
+		fs.Func(s.Name, s.Help, func(v string) error {
+			if err := s.Parse(dst, v); err != nil {
+				bad = &Error{Source: "-" + s.Name, Value: v, Err: err}
+				return err
+			}
+			return nil
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		if bad != nil {
+			return bad
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (every option is a flag)", fs.Arg(0))
+	}
+	return nil
+}
+
+// Usage writes every setting a user can give, in table order: its flag, its environment variable, its
+// default and its help.
+func Usage[T any](w io.Writer, table []Setting[T]) {
+	for _, s := range table {
+		if s.Where == CodeOnly {
+			continue
+		}
+		def := s.Default
+		if def == "" {
+			def = s.Unset
+		}
+		if def == "" {
+			def = "none"
+		}
+		head := "-" + s.Name
+		switch {
+		case s.Where == EnvOnly:
+			head = s.Env + ", environment only"
+		case s.Env != "":
+			head += ", " + s.Env
+		}
+		fmt.Fprintf(w, "  %s (default %s)\n    \t%s\n", head, def, s.Help)
+	}
+}

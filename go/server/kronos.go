@@ -1,0 +1,431 @@
+package server
+
+// Kronos models over POST /v1/forecast: a series of the request is one task of OHLC[V[A]] bars with
+// timestamps; the response holds each channel's mean path and, on request, every sampled path. A request is
+// seeded on its own, so it runs alone (runAlone, queue.go: never merged), through the same admission, limits
+// and lanes as Chronos-2 requests.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/cutenative/cutenative/go/api"
+	"github.com/cutenative/cutenative/go/cutenative"
+)
+
+const kindKronos = "kronos"
+
+// The library's Kronos limits (core/models/kronos/kronos_model.h), checked here first so that a refusal names
+// the request's own fields.
+const (
+	kronosMaxSamples   = 4096    // sample paths per task
+	kronosMaxRows      = 65536   // tasks x sample_count per call
+	kronosMaxHistory   = 1 << 16 // bars of one task
+	kronosMaxTokenRows = 1 << 20 // sum over tasks of sample_count x min(bars + horizon, max_context)
+	kronosMinTemp      = 1e-6
+)
+
+// kronosChannels are the series fields of a Kronos task, in the library's order.
+var kronosChannels = []string{"open", "high", "low", "close", "volume", "amount"}
+
+// kronosDefaults is the sampling of a request that gives none (the reference predictor's defaults).
+var kronosDefaults = api.Sampling{Temperature: 1, TopK: 0, TopP: 0.9, SampleCount: 1}
+
+// kronosRequest is a validated Kronos request.
+type kronosRequest struct {
+	*forecastRequest
+	sampling      api.Sampling
+	returnSamples bool
+	tasks         []kronosTask
+}
+
+type kronosTask struct {
+	channels        [][]*float64 // open, high, low, close[, volume[, amount]]
+	history, future []int64      // Unix seconds
+	futureText      []string     // the forecast steps' timestamps as the response gives them
+}
+
+// channelsOf returns the channel fields of s in order, up to the last one given (a gap stays nil).
+func channelsOf(s *api.Series) [][]*float64 {
+	all := [][]*float64{s.Open, s.High, s.Low, s.Close, s.Volume, s.Amount}
+	n := len(all)
+	for n > 0 && all[n-1] == nil {
+		n--
+	}
+	return all[:n]
+}
+
+// rejectKronosFields refuses the Kronos-only fields in a request for a model that does not sample.
+func rejectKronosFields(r *api.ForecastRequest) error {
+	const which = "only kronos models take temperature, top_k, top_p, sample_count, seed and return_samples"
+	for _, f := range []struct {
+		name  string
+		given bool
+	}{{"temperature", r.Temperature != nil}, {"top_k", r.TopK != nil}, {"top_p", r.TopP != nil},
+		{"sample_count", r.SampleCount != nil}, {"seed", r.Seed != nil}, {"return_samples", r.ReturnSamples != nil}} {
+		if f.given {
+			return badRequest(f.name + ": " + which)
+		}
+	}
+	for i := range r.Series {
+		s := &r.Series[i]
+		for c, ch := range channelsOf(s) {
+			if ch != nil {
+				return badRequest(fmt.Sprintf("series[%d].%s: this model takes values; open, high, low, close, volume and "+
+					"amount are for kronos models", i, kronosChannels[c]))
+			}
+		}
+		if s.FutureTimestamps != nil {
+			return badRequest(fmt.Sprintf("series[%d].future_timestamps: only kronos models take them", i))
+		}
+	}
+	return nil
+}
+
+// validateKronos checks a request for a Kronos model whose window is maxContext bars: first every size it
+// implies (no allocation), then the sampling parameters, the values and the timestamps.
+func (r *forecastRequest) validateKronos(ctx context.Context, lim limits, maxContext int64) (*kronosRequest, error) {
+	if r.Quantiles != nil {
+		return nil, badRequest("quantiles: kronos models forecast a mean path and sample paths, not quantiles")
+	}
+	if r.Horizon < 1 {
+		return nil, badRequest("horizon: must be >= 1")
+	}
+	if int64(r.Horizon) > lim.ModelMaxHorizon {
+		return nil, badRequest(fmt.Sprintf("horizon: %d exceeds the model's limit of %d (its max_context)", r.Horizon, lim.ModelMaxHorizon))
+	}
+	if r.Horizon > lim.MaxHorizon {
+		return nil, badRequest(fmt.Sprintf("horizon: %d exceeds the server's limit of %d (-max-horizon)", r.Horizon, lim.MaxHorizon))
+	}
+	if len(r.Series) == 0 {
+		return nil, badRequest("series: at least one series is required")
+	}
+	if len(r.Series) > lim.MaxSeries {
+		return nil, badRequest(fmt.Sprintf("series: %d series exceed the limit of %d", len(r.Series), lim.MaxSeries))
+	}
+	k := &kronosRequest{forecastRequest: r, sampling: kronosDefaults}
+	if err := k.readSampling(); err != nil {
+		return nil, err
+	}
+	S := int64(k.sampling.SampleCount)
+	if rows := int64(len(r.Series)) * S; rows > kronosMaxRows {
+		return nil, badRequest(fmt.Sprintf("sample_count: %d series x %d samples = %d rows exceed the limit of %d per request",
+			len(r.Series), S, rows, kronosMaxRows))
+	}
+	// Structure and sizes, per series.
+	var in, channels, tokenRows int64
+	for i := range r.Series {
+		s := &r.Series[i]
+		at := fmt.Sprintf("series[%d]", i)
+		switch {
+		case s.Values != nil:
+			return nil, badRequest(at + ".values: kronos models take open, high, low, close[, volume[, amount]] instead")
+		case s.Group != 0:
+			return nil, badRequest(at + ".group: kronos models forecast each series on its own; leave group out")
+		case s.Covariates != nil:
+			return nil, badRequest(at + ".covariates: kronos models take none")
+		}
+		chs := channelsOf(s)
+		for c, ch := range chs {
+			if ch == nil {
+				if c < 4 {
+					return nil, badRequest(fmt.Sprintf("%s.%s: required by kronos models (open, high, low, close[, volume[, amount]])",
+						at, kronosChannels[c]))
+				}
+				return nil, badRequest(fmt.Sprintf("%s.amount: needs volume (open, high, low, close[, volume[, amount]])", at))
+			}
+		}
+		if len(chs) < 4 {
+			return nil, badRequest(fmt.Sprintf("%s.%s: required by kronos models (open, high, low, close[, volume[, amount]])",
+				at, kronosChannels[len(chs)]))
+		}
+		n := len(s.Open)
+		if n == 0 {
+			return nil, badRequest(at + ".open: at least one bar is required")
+		}
+		if n > lim.MaxSeriesLen || n > kronosMaxHistory {
+			return nil, badRequest(fmt.Sprintf("%s.open: %d bars exceed the limit of %d", at, n, min(lim.MaxSeriesLen, kronosMaxHistory)))
+		}
+		for c, ch := range chs {
+			if len(ch) != n {
+				return nil, badRequest(fmt.Sprintf("%s.%s: %d values, open has %d", at, kronosChannels[c], len(ch), n))
+			}
+		}
+		if s.Timestamps == nil {
+			return nil, badRequest(at + ".timestamps: required by kronos models (one per bar)")
+		}
+		if len(s.Timestamps) != n {
+			return nil, badRequest(fmt.Sprintf("%s.timestamps: %d timestamps for %d bars", at, len(s.Timestamps), n))
+		}
+		if s.FutureTimestamps != nil && len(s.FutureTimestamps) != r.Horizon {
+			return nil, badRequest(fmt.Sprintf("%s.future_timestamps: %d timestamps for a horizon of %d", at, len(s.FutureTimestamps), r.Horizon))
+		}
+		in += int64(n) * int64(len(chs))
+		channels += int64(len(chs))
+		tokenRows += S * min(int64(n)+int64(r.Horizon), maxContext)
+	}
+	if in > lim.MaxInputValues {
+		return nil, badRequest(fmt.Sprintf("the request holds %d input values, above the limit of %d", in, lim.MaxInputValues))
+	}
+	if tokenRows > kronosMaxTokenRows {
+		return nil, badRequest(fmt.Sprintf("sample_count: %d samples x the series' windows = %d token rows exceed the limit of %d "+
+			"per request; split it", S, tokenRows, kronosMaxTokenRows))
+	}
+	// The response's size in float values: mean paths, sample paths when returned, future timestamps at 8
+	// values each. Every factor is bounded by now (channels <= 6 x series, series x samples <= 65536, horizon
+	// <= the model's max_context), so the products cannot overflow.
+	mean := channels * int64(r.Horizon)
+	var paths int64
+	if k.returnSamples {
+		paths = mean * S
+	}
+	stamps := int64(len(r.Series)) * int64(r.Horizon)
+	if size := mean + paths + 8*stamps; size > lim.MaxOutputValues {
+		return nil, badRequest(fmt.Sprintf("the forecast would hold %d mean-path values, %d sample-path values (return_samples) "+
+			"and %d future timestamps (8 values each), above the limit of %d (-max-output-values)", mean, paths, stamps, lim.MaxOutputValues))
+	}
+	// Values, then timestamps.
+	for i := range r.Series {
+		s := &r.Series[i]
+		chs := channelsOf(s)
+		for c, ch := range chs {
+			if err := checkBars(ch, fmt.Sprintf("series[%d].%s", i, kronosChannels[c])); err != nil {
+				return nil, err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t, err := kronosTimes(s, r.Horizon, fmt.Sprintf("series[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		t.channels = chs
+		k.tasks = append(k.tasks, t)
+	}
+	return k, nil
+}
+
+// readSampling takes the sampling parameters, each checked as the library will see it (float32, int32).
+func (k *kronosRequest) readSampling() error {
+	r := k.forecastRequest
+	if r.Temperature != nil {
+		t := *r.Temperature
+		if !(t >= kronosMinTemp && t <= math.MaxFloat32) {
+			return badRequest("temperature: must be >= 1e-6 (and a finite float32)")
+		}
+		k.sampling.Temperature = t
+	}
+	if r.TopK != nil {
+		if *r.TopK < 0 || *r.TopK > math.MaxInt32 {
+			return badRequest("top_k: must be >= 0 (0: off) and fit in an int32")
+		}
+		k.sampling.TopK = *r.TopK
+	}
+	if r.TopP != nil {
+		p := *r.TopP
+		if !(float32(p) > 0 && p <= 1) {
+			return badRequest("top_p: must lie in (0, 1] (and not round to 0 as a float32)")
+		}
+		k.sampling.TopP = p
+	}
+	if r.SampleCount != nil {
+		if *r.SampleCount < 1 || *r.SampleCount > kronosMaxSamples {
+			return badRequest(fmt.Sprintf("sample_count: must be in [1, %d]", kronosMaxSamples))
+		}
+		k.sampling.SampleCount = *r.SampleCount
+	}
+	if r.Seed != nil {
+		k.sampling.Seed = *r.Seed
+	}
+	k.returnSamples = r.ReturnSamples != nil && *r.ReturnSamples
+	return nil
+}
+
+// checkBars refuses missing values (Kronos takes none) and values that are not finite float32s.
+func checkBars(v []*float64, at string) error {
+	for k, x := range v {
+		if x == nil {
+			return badRequest(fmt.Sprintf("%s[%d]: null (kronos models take no missing values)", at, k))
+		}
+	}
+	return checkFloats(v, at)
+}
+
+// kronosTimes parses a task's timestamps into Unix seconds: the history's, and the forecast steps' as given
+// or, when not given, continued from regular history timestamps.
+func kronosTimes(s *api.Series, horizon int, at string) (kronosTask, error) {
+	var t kronosTask
+	var err error
+	if t.history, err = unixSeconds(s.Timestamps, at+".timestamps"); err != nil {
+		return t, err
+	}
+	t.futureText = s.FutureTimestamps
+	if t.futureText == nil {
+		if t.futureText, err = futureTimestamps(s.Timestamps, horizon); err != nil {
+			return t, badRequest(at + "." + err.(*apiError).Message)
+		}
+		if t.futureText == nil {
+			return t, badRequest(at + ".future_timestamps: required when the timestamps are not regular (or fewer than 2): " +
+				"the forecast steps' times cannot be inferred")
+		}
+	}
+	if t.future, err = unixSeconds(t.futureText, at+".future_timestamps"); err != nil {
+		return t, err
+	}
+	if t.future[0] <= t.history[len(t.history)-1] {
+		return t, badRequest(at + ".future_timestamps[0]: not after the last of timestamps (in whole seconds)")
+	}
+	return t, nil
+}
+
+// unixSeconds parses timestamps in the format of the first (YYYY-MM, YYYY-MM-DD or RFC 3339; UTC unless an
+// offset is given) into strictly increasing Unix seconds.
+func unixSeconds(stamps []string, at string) ([]int64, error) {
+	var layout string
+	for _, l := range timeLayouts {
+		if _, err := time.Parse(l, stamps[0]); err == nil {
+			layout = l
+			break
+		}
+	}
+	if layout == "" {
+		return nil, badRequest(at + "[0]: want YYYY-MM, YYYY-MM-DD or RFC 3339, got " + fmt.Sprintf("%q", stamps[0]))
+	}
+	out := make([]int64, len(stamps))
+	for i, s := range stamps {
+		t, err := time.Parse(layout, s)
+		if err != nil {
+			return nil, badRequest(fmt.Sprintf("%s[%d]: not in the format of %s[0]: %q", at, i, at, s))
+		}
+		out[i] = t.Unix()
+		if i > 0 && out[i] <= out[i-1] {
+			return nil, badRequest(fmt.Sprintf("%s[%d]: not after %s[%d] (in whole seconds)", at, i, at, i-1))
+		}
+	}
+	return out, nil
+}
+
+// binding converts a validated request: a group per task, its channels in order, the timestamps on the first.
+func (k *kronosRequest) binding() *cutenative.ForecastRequest {
+	out := &cutenative.ForecastRequest{Horizon: k.Horizon, Seed: k.sampling.Seed, ReturnSamples: k.returnSamples,
+		Sampling: &cutenative.Sampling{Temperature: float32(k.sampling.Temperature), TopK: k.sampling.TopK,
+			TopP: float32(k.sampling.TopP), SampleCount: k.sampling.SampleCount}}
+	for i, t := range k.tasks {
+		for c, ch := range t.channels {
+			s := cutenative.Series{Values: toFloat32(ch), Group: i + 1}
+			if c == 0 {
+				s.Timestamps, s.FutureTimestamps = t.history, t.future
+			}
+			out.Series = append(out.Series, s)
+		}
+	}
+	return out
+}
+
+// cost is the request's work in rows x decoding steps: a row per task and sample, a step per horizon step.
+func (k *kronosRequest) cost() int64 {
+	return int64(len(k.tasks)) * int64(k.sampling.SampleCount) * int64(k.Horizon)
+}
+
+// forecastKronos validates, runs and answers a request for Kronos model m (handleForecast's hook, after the
+// body was read and decoded within ctx).
+func (s *Server) forecastKronos(ctx context.Context, w http.ResponseWriter, m *loadedModel, req *forecastRequest) *apiError {
+	lim := limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen, MaxHorizon: s.cfg.MaxHorizon,
+		ModelMaxHorizon: m.info.MaxHorizon, MaxOutputValues: s.cfg.MaxOutputValues, MaxInputValues: s.cfg.MaxInputValues}
+	k, err := req.validateKronos(ctx, lim, m.info.ContextLength)
+	if err != nil {
+		return fromError(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fromError(err)
+	}
+	lane := m.queue
+	if k.cost() > s.cfg.LongCost {
+		lane = m.long
+	}
+	// Run alone: a call of its own, never merged (its seed is its own).
+	breq := k.binding()
+	f, err := runAlone(ctx, lane, len(breq.Series), func(ctx context.Context) (*cutenative.Forecast, error) {
+		return m.model.Forecast(ctx, breq)
+	})
+	if err != nil {
+		return fromError(err)
+	}
+	resp, i := k.response(m.name, f)
+	if i >= 0 {
+		return badRequest(fmt.Sprintf("series[%d]: the forecast is not finite (values too large for the model's float32 arithmetic)", i))
+	}
+	return s.writeJSON(w, http.StatusOK, resp)
+}
+
+// response builds the body from the forecast, or returns the index of a series whose forecast is not finite.
+func (k *kronosRequest) response(model string, f *cutenative.Forecast) (*api.ForecastResponse, int) {
+	sampling := k.sampling
+	resp := &api.ForecastResponse{Model: model, Horizon: f.Horizon, Sampling: &sampling}
+	first := 0
+	for i, t := range k.tasks {
+		sf := api.SeriesForecast{ID: k.Series[i].ID, Timestamps: t.futureText, Mean: &api.Bars{}}
+		if f.Samples != nil {
+			sf.Samples = &api.BarSamples{}
+		}
+		for c := range t.channels {
+			mean := append([]float32(nil), f.Row(first+c, 0)...)
+			if !finite(mean) {
+				return nil, i
+			}
+			*barField(sf.Mean, c) = mean
+			if sf.Samples == nil {
+				continue
+			}
+			paths := make([][]float32, f.NSamples)
+			for p := range paths {
+				paths[p] = append([]float32(nil), f.SamplePath(first+c, p, 0)...)
+				if !finite(paths[p]) {
+					return nil, i
+				}
+			}
+			*samplesField(sf.Samples, c) = paths
+		}
+		first += len(t.channels)
+		resp.Forecasts = append(resp.Forecasts, sf)
+	}
+	return resp, -1
+}
+
+func finite(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func barField(b *api.Bars, c int) *[]float32 {
+	return [...]*[]float32{&b.Open, &b.High, &b.Low, &b.Close, &b.Volume, &b.Amount}[c]
+}
+
+func samplesField(b *api.BarSamples, c int) *[][]float32 {
+	return [...]*[][]float32{&b.Open, &b.High, &b.Low, &b.Close, &b.Volume, &b.Amount}[c]
+}
+
+// modelLevels is what /v1/models lists as a model's quantile levels: none for Kronos.
+func modelLevels(m *cutenative.Model, info cutenative.Info) ([]float32, error) {
+	if info.Kind == kindKronos {
+		return []float32{}, nil
+	}
+	return m.Quantiles()
+}
+
+// describeKronos adds what a client needs to call a Kronos model to its /v1/models entry.
+func describeKronos(mi *api.ModelInfo) {
+	if mi.Kind != kindKronos {
+		return
+	}
+	d := kronosDefaults
+	mi.Channels, mi.Sampling, mi.MaxSampleCount = kronosChannels, &d, kronosMaxSamples
+}

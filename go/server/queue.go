@@ -1,0 +1,436 @@
+package server
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A model's work goes through its queues (jobQueue): a short lane and a long lane per model, each a bounded
+// FIFO with one worker. The queue owns what every endpoint needs around a model call: admission (a full
+// queue is errQueueFull: 429 with Retry-After), deadlines and cancellation (a job whose context ends while it
+// waits is taken out of the queue at once and never runs; a call is cancelled once every job in it has been
+// abandoned), metrics labelled by model and lane, and progress. How jobs become calls is the job's policy:
+// mergeForecasts (merge.go) merges compatible forecast requests into one call; runAlone gives each job a
+// call of its own.
+//
+// The one call an endpoint makes for a model call of its own (an image through Model.Generate, a Kronos
+// forecast whose seed is per call), after s.admit() and its request's validation:
+//
+//	img, err := runAlone(ctx, m.queue, 0, func(ctx context.Context) (*cutenative.Image, error) {
+//		return m.model.Generate(ctx, req)
+//	})
+//	if err != nil {
+//		return fromError(err) // 429 / 499 / 503 / 504 from the queue, the library's errors as they are
+//	}
+//
+// ctx carries the request's deadline; the call gets a context that ends with it (and its deadline). Calls
+// that may run for long (a long rollout) go to m.long instead of m.queue, so they never delay short ones.
+
+var (
+	errQueueFull    = errors.New("queue full")
+	errShuttingDown = errors.New("shutting down")
+)
+
+// admit is admission's first step, taken before a request's body is read: at most Config.MaxInflight
+// requests are being read, validated, queued or run at once; beyond, errQueueFull (429 with Retry-After).
+// Call release when the request is answered.
+func (s *Server) admit() (release func(), err error) {
+	if s.inflight.Add(1) > int64(s.cfg.MaxInflight) {
+		s.inflight.Add(-1)
+		return nil, errQueueFull
+	}
+	return func() { s.inflight.Add(-1) }, nil
+}
+
+// policy decides which queued jobs share one call, and makes the call. A call's jobs share its first job's
+// policy.
+type policy interface {
+	// open reports whether the call holding batch (units: the sum of their units) may take more jobs.
+	open(batch []*job, units int) bool
+	// join reports whether next may join the call holding batch.
+	join(batch []*job, units int, next *job) bool
+	// maxWait is how long an open call waits for company when other jobs were queued as it started.
+	maxWait() time.Duration
+	// run makes one call for batch and returns one result per job, in order.
+	run(ctx context.Context, batch []*job) []jobResult
+}
+
+// job is one request's work in a queue.
+type job struct {
+	ctx     context.Context // the request's: its deadline and cancellation
+	policy  policy
+	payload any // the policy's input: a forecastJob for mergeForecasts, a call for runAlone
+	units   int // series the job adds to a call (the merge bound, cutenative_batch_series); 0: none
+
+	result   chan jobResult // buffered: exactly one result is sent, the sender never blocks
+	enqueued time.Time
+	queue    *jobQueue
+	elem     *list.Element // its place while queued; nil once taken or dropped (guarded by queue.mu)
+	unwatch  func() bool   // stops the context watch that drops the job when ctx ends while queued
+	state    atomic.Int32  // a jobState
+	call     atomic.Pointer[callProgress]
+}
+
+type jobResult struct {
+	value any
+	err   error
+}
+
+type jobState int32
+
+const (
+	jobQueued jobState = iota
+	jobRunning
+	jobDone
+)
+
+// progress is where a job stands (for an endpoint that reports it while the client waits).
+type progress struct {
+	State       jobState
+	Ahead       int    // queued: jobs before it in its queue
+	Batch       int    // running or done: jobs in its call
+	Done, Total uint64 // steps its call reported through reportProgress (0 of 0: none reported)
+}
+
+// callProgress is shared by the jobs of one call.
+type callProgress struct {
+	jobs  int
+	steps atomic.Pointer[[2]uint64]
+}
+
+type progressKey struct{}
+
+// reportProgress records how far the call running under ctx is (done of total steps: denoising steps,
+// rollout passes); every job of the call sees it in its progress. Outside a queue's call it does nothing.
+func reportProgress(ctx context.Context, done, total uint64) {
+	if cp, ok := ctx.Value(progressKey{}).(*callProgress); ok {
+		cp.steps.Store(&[2]uint64{done, total})
+	}
+}
+
+// progress returns where j stands.
+func (j *job) progress() progress {
+	p := progress{State: jobState(j.state.Load())}
+	if p.State == jobQueued && j.queue != nil {
+		j.queue.mu.Lock()
+		if j.elem != nil {
+			for e := j.elem.Prev(); e != nil; e = e.Prev() {
+				p.Ahead++
+			}
+		}
+		j.queue.mu.Unlock()
+	}
+	if cp := j.call.Load(); cp != nil {
+		p.Batch = cp.jobs
+		if s := cp.steps.Load(); s != nil {
+			p.Done, p.Total = s[0], s[1]
+		}
+	}
+	return p
+}
+
+func (j *job) finish(r jobResult) {
+	j.state.Store(int32(jobDone))
+	j.result <- r
+}
+
+// wait returns j's result, or ctx's error as soon as ctx ends (the queue then drops or cancels the job; its
+// result goes nowhere).
+func (j *job) wait(ctx context.Context) jobResult {
+	select {
+	case r := <-j.result:
+		return r
+	case <-ctx.Done():
+		return jobResult{err: ctx.Err()}
+	}
+}
+
+// alone is the run-alone policy: every job is a call of its own. Its payload is the call.
+type alone struct{}
+
+func (alone) open([]*job, int) bool       { return false }
+func (alone) join([]*job, int, *job) bool { return false }
+func (alone) maxWait() time.Duration      { return 0 }
+func (alone) run(ctx context.Context, batch []*job) []jobResult {
+	v, err := batch[0].payload.(func(context.Context) (any, error))(ctx)
+	return []jobResult{{value: v, err: err}}
+}
+
+// runAlone runs call through q as a job of its own, never merged with another: q admits it (errQueueFull,
+// errShuttingDown) or not, drops it unrun when ctx ends while it waits, cancels the call's context when ctx
+// ends while it runs, and counts it in q's metrics. series is what the call forecasts, for
+// cutenative_batch_series (0: it forecasts none). See the top of this file for the endpoint's side.
+func runAlone[T any](ctx context.Context, q *jobQueue, series int, call func(context.Context) (T, error)) (T, error) {
+	j := &job{ctx: ctx, policy: alone{}, units: series,
+		payload: func(ctx context.Context) (any, error) { return call(ctx) }}
+	var zero T
+	if err := q.submit(j); err != nil {
+		return zero, err
+	}
+	r := j.wait(ctx)
+	if r.err != nil {
+		return zero, r.err
+	}
+	return r.value.(T), nil
+}
+
+// jobQueue is one model lane: a bounded FIFO of jobs and a worker that turns them into calls, one at a time,
+// each under its first job's policy.
+type jobQueue struct {
+	capacity  int
+	metrics   *queueMetrics
+	beforeRun func(n int) // test hook: called with the number of jobs of each call before it is made
+
+	mu      sync.Mutex
+	jobs    list.List // of *job, oldest first
+	closing bool
+	wake    chan struct{} // 1-buffered: a job was queued, or close began
+	done    chan struct{} // closed when the worker has finished
+}
+
+func newJobQueue(model, lane string, capacity int, m *metrics) *jobQueue {
+	q := &jobQueue{capacity: capacity, metrics: m.queue(model, lane), wake: make(chan struct{}, 1),
+		done: make(chan struct{})}
+	go q.loop()
+	return q
+}
+
+// submit queues j without blocking: errQueueFull when capacity jobs wait already, errShuttingDown once
+// close began, ctx's error when it has ended. Once queued, j gets exactly one result.
+func (q *jobQueue) submit(j *job) error {
+	if err := j.ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.closing:
+		q.metrics.dropped[dropShutdown].Add(1)
+		return errShuttingDown
+	case q.jobs.Len() >= q.capacity:
+		q.metrics.dropped[dropFull].Add(1)
+		return errQueueFull
+	}
+	j.result, j.enqueued, j.queue = make(chan jobResult, 1), time.Now(), q
+	j.elem = q.jobs.PushBack(j)
+	q.metrics.depth.Add(1)
+	j.unwatch = context.AfterFunc(j.ctx, func() { q.abandon(j) })
+	q.signal()
+	return nil
+}
+
+func (q *jobQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// abandon takes j out of the queue when its context ends while it waits (a job already taken is the
+// worker's: it cancels the call or answers it).
+func (q *jobQueue) abandon(j *job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if j.elem != nil {
+		q.removeLocked(j)
+		q.dropLocked(j)
+	}
+}
+
+func (q *jobQueue) removeLocked(j *job) {
+	q.jobs.Remove(j.elem)
+	j.elem = nil
+	q.metrics.depth.Add(-1)
+}
+
+// dropLocked answers a job whose context ended without running it.
+func (q *jobQueue) dropLocked(j *job) {
+	err := j.ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		q.metrics.dropped[dropDeadline].Add(1)
+	} else {
+		q.metrics.dropped[dropCancelled].Add(1)
+	}
+	j.finish(jobResult{err: err})
+}
+
+// pop takes the oldest job whose context is live (ok: one was queued), and reports whether close began.
+func (q *jobQueue) pop() (j *job, closing bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for e := q.jobs.Front(); e != nil; e = q.jobs.Front() {
+		j := e.Value.(*job)
+		q.removeLocked(j)
+		j.unwatch()
+		if j.ctx.Err() != nil {
+			q.dropLocked(j)
+			continue
+		}
+		return j, q.closing
+	}
+	return nil, q.closing
+}
+
+func (q *jobQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.jobs.Len()
+}
+
+// close stops admitting jobs, lets the worker finish what is queued, and waits for it.
+func (q *jobQueue) close() {
+	q.mu.Lock()
+	q.closing = true
+	q.signal()
+	q.mu.Unlock()
+	<-q.done
+}
+
+func (q *jobQueue) loop() {
+	defer close(q.done)
+	var pending *job // taken, did not fit the last call: it starts the next one
+	for {
+		first := pending
+		pending = nil
+		for first == nil {
+			j, closing := q.pop()
+			switch {
+			case j != nil:
+				first = j
+			case closing:
+				return
+			default:
+				<-q.wake
+			}
+		}
+		var batch []*job
+		batch, pending = q.gather(first)
+		q.run(batch)
+	}
+}
+
+// gather adds queued jobs to the call first starts while its policy keeps the call open and lets them join;
+// the first job that may not join is returned to start the next call. When nothing else is queued the call
+// starts at once: waiting (at most the policy's maxWait) only pays when jobs arrive faster than they are
+// served, and a lone client must not pay the window.
+func (q *jobQueue) gather(first *job) (batch []*job, next *job) {
+	p, batch, units := first.policy, []*job{first}, first.units
+	if !p.open(batch, units) {
+		return batch, nil
+	}
+	var timer <-chan time.Time
+	if d := p.maxWait(); d > 0 && q.len() > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	for p.open(batch, units) {
+		j, closing := q.pop()
+		if j == nil {
+			if timer == nil || closing {
+				return batch, nil
+			}
+			select {
+			case <-q.wake:
+				continue
+			case <-timer:
+				return batch, nil
+			}
+		}
+		if !p.join(batch, units, j) {
+			return batch, j
+		}
+		batch, units = append(batch, j), units+j.units
+	}
+	return batch, nil
+}
+
+// run makes one call for batch under its policy and answers every job. Jobs whose context ended since they
+// were taken are answered without the call; the call's context ends when every job in it has been abandoned
+// (or at the latest deadline among them).
+func (q *jobQueue) run(batch []*job) {
+	live := batch[:0:0]
+	for _, j := range batch {
+		if j.ctx.Err() != nil {
+			q.mu.Lock()
+			q.dropLocked(j)
+			q.mu.Unlock()
+			continue
+		}
+		live = append(live, j)
+	}
+	if len(live) == 0 {
+		return
+	}
+	batch = live
+	start := time.Now()
+	cp := &callProgress{jobs: len(batch)}
+	units := 0
+	for _, j := range batch {
+		q.metrics.wait.observe(start.Sub(j.enqueued).Seconds())
+		j.call.Store(cp)
+		j.state.Store(int32(jobRunning))
+		units += j.units
+	}
+	q.metrics.jobs.observe(float64(len(batch)))
+	if units > 0 {
+		q.metrics.series.observe(float64(units))
+	}
+	ctx, cancel := callContext(batch)
+	defer cancel()
+	ctx = context.WithValue(ctx, progressKey{}, cp)
+	if q.beforeRun != nil {
+		q.beforeRun(len(batch))
+	}
+	results := batch[0].policy.run(ctx, batch)
+	q.metrics.inference.observe(time.Since(start).Seconds())
+	for i, j := range batch {
+		r := results[i]
+		if r.err != nil && j.ctx.Err() != nil {
+			r.err = j.ctx.Err() // the job's own reason (its deadline, its client), not another's
+		}
+		j.finish(r)
+	}
+}
+
+// callContext is the context of one call: cancelled once every job's context has ended, with the latest of
+// their deadlines (when every job has one).
+func callContext(batch []*job) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var latest time.Time
+	for _, j := range batch {
+		dl, ok := j.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	stopDeadline := context.CancelFunc(func() {})
+	if !latest.IsZero() {
+		ctx, stopDeadline = context.WithDeadline(ctx, latest)
+	}
+	var live atomic.Int64
+	live.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, j := range batch {
+		stops[i] = context.AfterFunc(j.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		stopDeadline()
+		cancel()
+	}
+}
