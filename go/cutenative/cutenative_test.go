@@ -195,3 +195,19 @@ func TestEmbedAndGenerateUnsupportedOnForecasters(t *testing.T) {
 		t.Fatalf("bad size: %v", err)
 	}
 }
+
+func TestModesAreTheLibrarysTable(t *testing.T) {
+	got := Modes()
+	want := []string{"eager", "graph", "fused"}
+	if len(got) != len(want) {
+		t.Fatalf("Modes() = %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("Modes() = %q, want %q", got, want)
+		}
+	}
+	if modeList() != "eager, graph or fused" {
+		t.Fatalf("modeList() = %q", modeList())
+	}
+}

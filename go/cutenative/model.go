@@ -19,7 +19,7 @@ import (
 type Options struct {
 	Device       string // "cpu" (default), "cuda" or "cuda:N"
 	DType        string // "f32" (default), "bf16" or "f16"
-	Mode         string // "eager" (default), "graph" or "fused"
+	Mode         string // one of Modes(): "eager" (default), "graph" or "fused"
 	Threads      int    // CPU intra-op threads for the process; 0 leaves it as is
 	CheckTensors bool   // reject weights holding NaN/Inf
 	MmapWeights  bool   // CPU weights alias the file mapping (the file must not change while loaded)
@@ -102,7 +102,7 @@ func Open(dir string, opts *Options) (*Model, error) {
 		defer C.free(unsafe.Pointer(cs))
 		var md C.cn_mode
 		if C.cn_mode_from_name(cs, &md) != C.CN_STATUS_OK {
-			return nil, &Error{Op: "Open", Status: StatusInvalidArgument, Message: "mode: want eager, graph or fused, got " + strconv.Quote(opts.Mode)}
+			return nil, &Error{Op: "Open", Status: StatusInvalidArgument, Message: "mode: want " + modeList() + ", got " + strconv.Quote(opts.Mode)}
 		}
 		p.mode = C.int32_t(md)
 	}
@@ -229,15 +229,37 @@ func (m *Model) Describe() (string, error) {
 	return s, err
 }
 
-// SetMode switches the execution mode ("eager", "graph", "fused"). ErrBusy while a call is running.
+// SetMode switches the execution mode (one of Modes()). ErrBusy while a call is running.
 func (m *Model) SetMode(mode string) error {
 	cs := C.CString(mode)
 	defer C.free(unsafe.Pointer(cs))
 	var md C.cn_mode
 	if C.cn_mode_from_name(cs, &md) != C.CN_STATUS_OK {
-		return &Error{Op: "SetMode", Status: StatusInvalidArgument, Message: "mode: want eager, graph or fused, got " + strconv.Quote(mode)}
+		return &Error{Op: "SetMode", Status: StatusInvalidArgument, Message: "mode: want " + modeList() + ", got " + strconv.Quote(mode)}
 	}
 	return m.with(func(p *C.cn_model) error {
 		return call("SetMode", func(e *C.cn_error) C.cn_status { return C.cn_model_set_mode(p, md, e) })
 	})
+}
+
+// Modes returns the names of the library's execution modes in enum order ("eager", "graph", "fused"): the
+// library's mode table (core/runtime/modes.cpp) is the one list; this reads it through cn_mode_name.
+func Modes() []string {
+	var out []string
+	for i := 0; ; i++ {
+		name := C.GoString(C.cn_mode_name(C.cn_mode(i)))
+		if name == "unknown" {
+			return out
+		}
+		out = append(out, name)
+	}
+}
+
+// modeList is Modes() for messages: "eager, graph or fused".
+func modeList() string {
+	m := Modes()
+	if len(m) < 2 {
+		return strings.Join(m, "")
+	}
+	return strings.Join(m[:len(m)-1], ", ") + " or " + m[len(m)-1]
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cutenative/cutenative/go/cutenative"
 	"github.com/cutenative/cutenative/go/internal/settings"
 	"github.com/cutenative/cutenative/go/server"
 )
@@ -55,7 +56,7 @@ func optionTable() []settings.Setting[options] {
 		str("device", "CUTENATIVE_DEVICE", "cpu", "", "cpu, cuda or cuda:N", checkDevice, func(o *options) *string { return &o.device }),
 		str("dtype", "CUTENATIVE_DTYPE", "f32", "", "f32, bf16 or f16", settings.OneOf("f32", "bf16", "f16"),
 			func(o *options) *string { return &o.dtype }),
-		str("mode", "CUTENATIVE_MODE", "eager", "", "eager, graph or fused", settings.OneOf("eager", "graph", "fused"),
+		str("mode", "CUTENATIVE_MODE", "eager", "", strings.Join(cutenative.Modes(), ", "), settings.OneOf(cutenative.Modes()...),
 			func(o *options) *string { return &o.mode }),
 		settings.Int("threads", "CUTENATIVE_THREADS", 0, 0, "CPU threads for the library (0: its default)",
 			func(o *options) *int { return &o.threads }),
