@@ -67,7 +67,8 @@ var configSettings = []settings.Setting[Config]{
 		func(c *Config) *int { return &c.MaxHorizon }),
 	settings.Int("max-output-values", "CUTENATIVE_MAX_OUTPUT_VALUES", int64(4<<20), 1,
 		"series x quantile levels x horizon per request; Kronos sample paths count too: channels x horizon for the "+
-			"mean paths plus channels x horizon x sample_count for the sample paths (return_samples)",
+			"mean paths plus channels x horizon x sample_count for the sample paths (return_samples); 8 more per "+
+			"future timestamp returned",
 		func(c *Config) *int64 { return &c.MaxOutputValues }),
 	settings.Int("max-input-values", "CUTENATIVE_MAX_INPUT_VALUES", int64(4<<20), 1,
 		"values and covariate values per request", func(c *Config) *int64 { return &c.MaxInputValues }),

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -31,7 +32,8 @@ const (
 // kronosChannels are the series fields of a Kronos task, in the library's order.
 var kronosChannels = []string{"open", "high", "low", "close", "volume", "amount"}
 
-// kronosDefaults is the sampling of a request that gives none (the reference predictor's defaults).
+// kronosDefaults is the sampling of a request that gives none (the reference predictor's defaults, as
+// cutenative.DefaultSampling; written here in float64 so that 0.9 stays 0.9 in JSON).
 var kronosDefaults = api.Sampling{Temperature: 1, TopK: 0, TopP: 0.9, SampleCount: 1}
 
 // kronosRequest is a validated Kronos request.
@@ -266,7 +268,11 @@ func kronosTimes(s *api.Series, horizon int, at string) (kronosTask, error) {
 	t.futureText = s.FutureTimestamps
 	if t.futureText == nil {
 		if t.futureText, err = futureTimestamps(s.Timestamps, horizon); err != nil {
-			return t, badRequest(at + "." + err.(*apiError).Message)
+			var ae *apiError
+			if !errors.As(err, &ae) {
+				return t, err
+			}
+			return t, badRequest(at + "." + ae.Message)
 		}
 		if t.futureText == nil {
 			return t, badRequest(at + ".future_timestamps: required when the timestamps are not regular (or fewer than 2): " +
@@ -283,7 +289,9 @@ func kronosTimes(s *api.Series, horizon int, at string) (kronosTask, error) {
 }
 
 // unixSeconds parses timestamps in the format of the first (YYYY-MM, YYYY-MM-DD or RFC 3339; UTC unless an
-// offset is given) into strictly increasing Unix seconds.
+// offset is given) into strictly increasing seconds of their wall-clock time: the Unix seconds of the same
+// calendar date and clock reading in UTC. Kronos takes its calendar features (minute, hour, weekday, day, month)
+// from these, as the reference reads them from timezone-aware pandas timestamps: "09:30+08:00" is hour 9.
 func unixSeconds(stamps []string, at string) ([]int64, error) {
 	var layout string
 	for _, l := range timeLayouts {
@@ -301,9 +309,10 @@ func unixSeconds(stamps []string, at string) ([]int64, error) {
 		if err != nil {
 			return nil, badRequest(fmt.Sprintf("%s[%d]: not in the format of %s[0]: %q", at, i, at, s))
 		}
-		out[i] = t.Unix()
+		_, offset := t.Zone()
+		out[i] = t.Unix() + int64(offset)
 		if i > 0 && out[i] <= out[i-1] {
-			return nil, badRequest(fmt.Sprintf("%s[%d]: not after %s[%d] (in whole seconds)", at, i, at, i-1))
+			return nil, badRequest(fmt.Sprintf("%s[%d]: not after %s[%d] (in whole seconds of wall-clock time)", at, i, at, i-1))
 		}
 	}
 	return out, nil

@@ -201,6 +201,40 @@ func TestKronosForecastIsSeededAndMatchesTheBinding(t *testing.T) {
 	}
 }
 
+// Calendar features come from the wall clock, as the reference reads timezone-aware timestamps: the same clock
+// readings written at +08:00 give the same numbers as at UTC (and other instants than the UTC ones).
+func TestKronosTimestampsUseTheirWallClock(t *testing.T) {
+	ts := startKronos(t, Config{})
+	f := loadKronosFixture(t, "a_samples")
+	at8 := func(unix []int64) []string {
+		out := make([]string, len(unix))
+		for i, u := range unix {
+			w := time.Unix(u, 0).UTC()
+			out[i] = time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0,
+				time.FixedZone("", 8*3600)).Format(time.RFC3339)
+		}
+		return out
+	}
+	means := func(body string) api.Bars {
+		code, _, b := ts.post(t, body)
+		if code != 200 {
+			t.Fatalf("status %d: %s", code, b)
+		}
+		var r api.ForecastResponse
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		return *r.Forecasts[0].Mean
+	}
+	utc := means(f.body(t, nil))
+	local := means(f.body(t, func(r *api.ForecastRequest) {
+		r.Series[0].Timestamps, r.Series[0].FutureTimestamps = at8(f.history), at8(f.future)
+	}))
+	if !equalBits(utc.Close, local.Close) || !equalBits(utc.Open, local.Open) {
+		t.Fatalf("+08:00 wall clock %v, the same clock at UTC %v", local.Close, utc.Close)
+	}
+}
+
 func equalBits(a, b []float32) bool {
 	if len(a) != len(b) {
 		return false

@@ -175,7 +175,8 @@ func runAlone[T any](ctx context.Context, q *jobQueue, series int, call func(con
 	if r.err != nil {
 		return zero, r.err
 	}
-	return r.value.(T), nil
+	v, _ := r.value.(T) // a nil interface value is T's zero value, not a panic
+	return v, nil
 }
 
 // jobQueue is one model lane: a bounded FIFO of jobs and a worker that turns them into calls, one at a time,

@@ -55,8 +55,12 @@ func TestQueueAdmissionDeadlineCancel(t *testing.T) {
 		dropped  dropReason
 	}{
 		{name: "full queue", capacity: 1, queued: 1, ctx: background, err: errQueueFull, status: 429, dropped: dropFull},
-		{name: "deadline while queued", capacity: 4, ctx: timeout(30 * time.Millisecond), err: context.DeadlineExceeded,
-			status: 504, dropped: dropDeadline},
+		// The deadline leaves time for the job to queue even on a loaded machine (expiring before submission would
+		// be the "context ended" case); the job must be queued when it expires.
+		{name: "deadline while queued", capacity: 4, ctx: timeout(500 * time.Millisecond),
+			while: func(t *testing.T, cancel context.CancelFunc, q *jobQueue) {
+				waitUntil(t, "the job queued", func() bool { return q.len() == 1 })
+			}, err: context.DeadlineExceeded, status: 504, dropped: dropDeadline},
 		{name: "client disconnects while queued", capacity: 1, ctx: background,
 			while: func(t *testing.T, cancel context.CancelFunc, q *jobQueue) {
 				waitUntil(t, "the job queued", func() bool { return q.len() == 1 })

@@ -184,6 +184,14 @@ func Load[T any](program string, table []Setting[T], dst *T, args []string, look
 	if err := Defaults(table, dst); err != nil {
 		return err
 	}
+	for _, a := range args { // help first: a bad environment variable must not hide it
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--h" || a == "--help" {
+			return flag.ErrHelp
+		}
+	}
 	var errs []error
 	for _, s := range table {
 		if s.Env == "" || s.Where == CodeOnly {

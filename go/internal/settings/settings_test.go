@@ -94,8 +94,13 @@ func TestLoad(t *testing.T) {
 			}
 		})
 	}
-	if err := Load("prog", table(), &opts{}, []string{"-h"}, env()); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("-h: %v", err)
+	for _, args := range [][]string{{"-h"}, {"-count", "3", "--help"}} {
+		// Help is help even when the environment holds a bad value (it must not hide the list of options).
+		for _, e := range []func(string) (string, bool){env(), env("T_COUNT", "lots")} {
+			if err := Load("prog", table(), &opts{}, args, e); !errors.Is(err, flag.ErrHelp) {
+				t.Fatalf("%q: %v", args, err)
+			}
+		}
 	}
 }
 
