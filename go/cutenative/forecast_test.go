@@ -2,14 +2,14 @@ package cutenative
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cutenative/cutenative/go/internal/testenv"
 )
 
 var fixtures = filepath.Join("..", "..", "tests", "fixtures", "chronos2")
@@ -29,17 +29,7 @@ type refTask struct {
 
 func loadCase(t *testing.T, name string) refCase {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtures, "cases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all struct {
-		Cases []refCase `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &all); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range all.Cases {
+	for _, c := range testenv.Cases[refCase](t, filepath.Join(fixtures, "cases.json")) {
 		if c.Name == name {
 			return c
 		}

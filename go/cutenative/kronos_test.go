@@ -2,12 +2,12 @@ package cutenative
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cutenative/cutenative/go/internal/testenv"
 )
 
 var kronosFixtures = filepath.Join("..", "..", "tests", "fixtures", "kronos")
@@ -34,20 +34,7 @@ type kronosCase struct {
 
 func kronosCases(t *testing.T) []kronosCase {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(kronosFixtures, "cases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all struct {
-		Cases []kronosCase `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &all); err != nil {
-		t.Fatal(err)
-	}
-	if len(all.Cases) == 0 {
-		t.Fatal("no Kronos cases")
-	}
-	return all.Cases
+	return testenv.Cases[kronosCase](t, filepath.Join(kronosFixtures, "cases.json"))
 }
 
 // request maps a case as the C++ parity test does: a group per task, its channels in order, the timestamps
@@ -95,7 +82,7 @@ func TestKronosMatchesReference(t *testing.T) {
 			if f.Quantiles != nil || f.Outputs() != 1 || f.Horizon != c.PredLen || f.NSamples != c.SampleCount {
 				t.Fatalf("shape: quantiles %v, %d outputs, horizon %d, %d samples", f.Quantiles, f.Outputs(), f.Horizon, f.NSamples)
 			}
-			if !sameBits(f.Values, again.Values) || !sameBits(f.Samples, again.Samples) {
+			if !testenv.SameBits(f.Values, again.Values) || !testenv.SameBits(f.Samples, again.Samples) {
 				t.Fatal("the same seed gave different forecasts")
 			}
 			s := 0
@@ -122,18 +109,6 @@ func TestKronosMatchesReference(t *testing.T) {
 			}
 		})
 	}
-}
-
-func sameBits(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 func stddev(v []float32) float64 {
@@ -166,7 +141,7 @@ func TestKronosSeedsAndSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sameBits(base.Samples, moved.Samples) {
+	if testenv.SameBits(base.Samples, moved.Samples) {
 		t.Fatal("seeds 3 and 4 sampled the same paths")
 	}
 	lean := c.request()
@@ -175,9 +150,9 @@ func TestKronosSeedsAndSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if noPaths.Samples != nil || noPaths.NSamples != c.SampleCount || !sameBits(noPaths.Values, base.Values) {
+	if noPaths.Samples != nil || noPaths.NSamples != c.SampleCount || !testenv.SameBits(noPaths.Values, base.Values) {
 		t.Fatalf("without samples: %d sample values, NSamples %d, same mean %v", len(noPaths.Samples), noPaths.NSamples,
-			sameBits(noPaths.Values, base.Values))
+			testenv.SameBits(noPaths.Values, base.Values))
 	}
 	for s := 0; s < base.NSeries; s++ {
 		for h := 0; h < base.Horizon; h++ {
@@ -203,8 +178,8 @@ func TestKronosSeedsAndSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.NSamples != 1 || !sameBits(a.Values, b.Values) {
-		t.Fatalf("nil sampling: %d samples, equal to DefaultSampling %v", a.NSamples, sameBits(a.Values, b.Values))
+	if a.NSamples != 1 || !testenv.SameBits(a.Values, b.Values) {
+		t.Fatalf("nil sampling: %d samples, equal to DefaultSampling %v", a.NSamples, testenv.SameBits(a.Values, b.Values))
 	}
 }
 
@@ -306,7 +281,7 @@ func TestChronosIgnoresKronosFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameBits(plain.Values, decorated.Values) || decorated.NSamples != 0 || decorated.Samples != nil ||
+	if !testenv.SameBits(plain.Values, decorated.Values) || decorated.NSamples != 0 || decorated.Samples != nil ||
 		decorated.Outputs() != len(decorated.Quantiles) || len(decorated.Quantiles) == 0 {
 		t.Fatalf("plain %v, with Kronos fields %v (%d samples)", plain.Values, decorated.Values, decorated.NSamples)
 	}

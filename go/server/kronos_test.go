@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
+	"github.com/cutenative/cutenative/go/internal/testenv"
 )
 
 var kronosDir = filepath.Join("..", "..", "tests", "fixtures", "kronos", "tiny_a")
@@ -34,30 +33,21 @@ type kronosFixture struct {
 
 func loadKronosFixture(t *testing.T, name string) kronosFixture {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "tests", "fixtures", "kronos", "cases.json"))
-	if err != nil {
-		t.Fatal(err)
+	type fixtureCase struct {
+		Name        string  `json:"name"`
+		PredLen     int     `json:"pred_len"`
+		Temperature float64 `json:"temperature"`
+		TopK        int     `json:"top_k"`
+		TopP        float64 `json:"top_p"`
+		SampleCount int     `json:"sample_count"`
+		Seed        uint64  `json:"seed"`
+		Series      []struct {
+			Values    [][]float32 `json:"values"`
+			HistoryTS []int64     `json:"history_ts"`
+			FutureTS  []int64     `json:"future_ts"`
+		} `json:"series"`
 	}
-	var all struct {
-		Cases []struct {
-			Name        string  `json:"name"`
-			PredLen     int     `json:"pred_len"`
-			Temperature float64 `json:"temperature"`
-			TopK        int     `json:"top_k"`
-			TopP        float64 `json:"top_p"`
-			SampleCount int     `json:"sample_count"`
-			Seed        uint64  `json:"seed"`
-			Series      []struct {
-				Values    [][]float32 `json:"values"`
-				HistoryTS []int64     `json:"history_ts"`
-				FutureTS  []int64     `json:"future_ts"`
-			} `json:"series"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &all); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range all.Cases {
+	for _, c := range testenv.Cases[fixtureCase](t, filepath.Join("..", "..", "tests", "fixtures", "kronos", "cases.json")) {
 		if c.Name != name {
 			continue
 		}
@@ -124,10 +114,7 @@ func TestKronosForecastIsSeededAndMatchesTheBinding(t *testing.T) {
 	ts := startKronos(t, Config{})
 	f := loadKronosFixture(t, "a_samples") // 4 paths, top-p sampling, seed 3, 5-minute bars
 	body := f.body(t, nil)
-	code, _, first := ts.post(t, body)
-	if code != 200 {
-		t.Fatalf("status %d: %s", code, first)
-	}
+	got, first := ts.forecast(t, body)
 	var wg sync.WaitGroup
 	again := make([][]byte, 4)
 	for i := range again {
@@ -153,10 +140,6 @@ func TestKronosForecastIsSeededAndMatchesTheBinding(t *testing.T) {
 		t.Fatalf("seed 4 answered as seed 3: %s", b)
 	}
 
-	var got api.ForecastResponse
-	if err := json.Unmarshal(first, &got); err != nil {
-		t.Fatal(err)
-	}
 	want := api.Sampling{Temperature: *f.req.Temperature, TopK: *f.req.TopK, TopP: *f.req.TopP, SampleCount: 4, Seed: 3}
 	if got.Model != "kronos" || got.Horizon != f.req.Horizon || got.Quantiles != nil || got.Sampling == nil || *got.Sampling != want ||
 		len(got.Forecasts) != 1 {
@@ -187,14 +170,14 @@ func TestKronosForecastIsSeededAndMatchesTheBinding(t *testing.T) {
 	means := []*[]float32{&fc.Mean.Open, &fc.Mean.High, &fc.Mean.Low, &fc.Mean.Close, &fc.Mean.Volume, &fc.Mean.Amount}
 	paths := []*[][]float32{&fc.Samples.Open, &fc.Samples.High, &fc.Samples.Low, &fc.Samples.Close, &fc.Samples.Volume, &fc.Samples.Amount}
 	for ch := range f.values {
-		if !equalBits(*means[ch], direct.Row(ch, 0)) {
+		if !testenv.SameBits(*means[ch], direct.Row(ch, 0)) {
 			t.Fatalf("channel %d: server mean %v, binding %v", ch, *means[ch], direct.Row(ch, 0))
 		}
 		if len(*paths[ch]) != 4 {
 			t.Fatalf("channel %d: %d paths", ch, len(*paths[ch]))
 		}
 		for k, p := range *paths[ch] {
-			if !equalBits(p, direct.SamplePath(ch, k, 0)) {
+			if !testenv.SameBits(p, direct.SamplePath(ch, k, 0)) {
 				t.Fatalf("channel %d path %d: server %v, binding %v", ch, k, p, direct.SamplePath(ch, k, 0))
 			}
 		}
@@ -216,51 +199,25 @@ func TestKronosTimestampsUseTheirWallClock(t *testing.T) {
 		return out
 	}
 	means := func(body string) api.Bars {
-		code, _, b := ts.post(t, body)
-		if code != 200 {
-			t.Fatalf("status %d: %s", code, b)
-		}
-		var r api.ForecastResponse
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatal(err)
-		}
+		r, _ := ts.forecast(t, body)
 		return *r.Forecasts[0].Mean
 	}
 	utc := means(f.body(t, nil))
 	local := means(f.body(t, func(r *api.ForecastRequest) {
 		r.Series[0].Timestamps, r.Series[0].FutureTimestamps = at8(f.history), at8(f.future)
 	}))
-	if !equalBits(utc.Close, local.Close) || !equalBits(utc.Open, local.Open) {
+	if !testenv.SameBits(utc.Close, local.Close) || !testenv.SameBits(utc.Open, local.Open) {
 		t.Fatalf("+08:00 wall clock %v, the same clock at UTC %v", local.Close, utc.Close)
 	}
-}
-
-func equalBits(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // Four channels give four mean paths and no volume/amount; without return_samples no paths come back.
 func TestKronosChannelsAndDefaults(t *testing.T) {
 	ts := startKronos(t, Config{})
 	f := loadKronosFixture(t, "a_no_volume")
-	code, _, b := ts.post(t, f.body(t, func(r *api.ForecastRequest) {
+	got, b := ts.forecast(t, f.body(t, func(r *api.ForecastRequest) {
 		r.ReturnSamples, r.Temperature, r.TopK, r.TopP, r.SampleCount, r.Seed = nil, nil, nil, nil, nil, nil
 	}))
-	if code != 200 {
-		t.Fatalf("status %d: %s", code, b)
-	}
-	var got api.ForecastResponse
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
 	fc := got.Forecasts[0]
 	if *got.Sampling != kronosDefaults || fc.Samples != nil || len(fc.Mean.Close) != f.req.Horizon || fc.Mean.Volume != nil ||
 		bytes.Contains(b, []byte("volume")) {
@@ -482,18 +439,13 @@ func TestCostlyKronosRequestTakesTheLongLane(t *testing.T) {
 
 func TestKronosModelsListing(t *testing.T) {
 	ts := startKronos(t, Config{})
-	resp, err := http.Get(ts.http.URL + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	code, b := ts.get(t, "/v1/models")
 	var list api.ModelList
-	if err := json.Unmarshal(b, &list); err != nil {
+	if err := json.Unmarshal([]byte(b), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Models) != 2 {
-		t.Fatalf("models %s", b)
+	if code != 200 || len(list.Models) != 2 {
+		t.Fatalf("models: %d %s", code, b)
 	}
 	k, c := list.Models[1], list.Models[0]
 	if k.Name != "kronos" || k.Kind != "kronos" || k.MaxHorizon != 40 || k.ContextLength != 40 || k.Quantiles == nil ||

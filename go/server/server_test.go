@@ -90,6 +90,20 @@ func (ts *testServer) post(t *testing.T, body string, header ...string) (int, ht
 	return resp.StatusCode, resp.Header, b
 }
 
+// forecast posts body, requires a 200 and decodes the response; the body comes back too.
+func (ts *testServer) forecast(t *testing.T, body string) (api.ForecastResponse, []byte) {
+	t.Helper()
+	code, _, b := ts.post(t, body)
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	var got api.ForecastResponse
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got, b
+}
+
 func seriesJSON(vals []float64) string {
 	parts := make([]string, len(vals))
 	for i, v := range vals {
@@ -104,14 +118,7 @@ func TestForecastMatchesTheBinding(t *testing.T) {
 	stampJSON, _ := json.Marshal(stamps)
 	body := fmt.Sprintf(`{"horizon": 24, "quantiles": [0.1, 0.5, 0.9], "series": [{"id": "passengers", "values": %s, "timestamps": %s}]}`,
 		seriesJSON(vals), stampJSON)
-	code, _, b := ts.post(t, body)
-	if code != 200 {
-		t.Fatalf("status %d: %s", code, b)
-	}
-	var got api.ForecastResponse
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	got, _ := ts.forecast(t, body)
 	if got.Model != "default" || got.Horizon != 24 || len(got.Forecasts) != 1 {
 		t.Fatalf("response %+v", got)
 	}

@@ -1,7 +1,10 @@
-// Package testenv locates test resources shared by several packages' tests.
+// Package testenv holds what several packages' tests share: it locates test resources, reads the fixtures'
+// case lists and compares forecasts bit for bit.
 package testenv
 
 import (
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,4 +49,38 @@ func find() string {
 		}
 	}
 	return ""
+}
+
+// Cases reads the "cases" list of a fixture file (tests/fixtures/*/cases.json, written by the scripts that make
+// the fixtures) into C, whose JSON tags pick the fields a test needs. A file that cannot be read or decoded,
+// or lists no case, fails the test.
+func Cases[C any](t testing.TB, path string) []C {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all struct {
+		Cases []C `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Cases) == 0 {
+		t.Fatalf("%s: no cases", path)
+	}
+	return all.Cases
+}
+
+// SameBits says whether a and b hold the same float32s bit for bit (NaNs and signed zeros included).
+func SameBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
 }
