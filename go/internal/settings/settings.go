@@ -63,43 +63,44 @@ type Integer interface{ ~int | ~int64 }
 // Int is an integer setting of at least min; a zero left in code means the default when min > 0. Values take
 // the flag package's syntax (decimal, 0x.., 1_000).
 func Int[T any, N Integer](name, env string, def, min N, help string, field func(*T) *N) Setting[T] {
-	return Setting[T]{Name: name, Env: env, Default: strconv.FormatInt(int64(def), 10), Help: help,
-		Parse: func(dst *T, text string) error {
-			n, err := strconv.ParseInt(text, 0, 64)
-			if err != nil || int64(N(n)) != n {
-				return errors.New("want an integer")
-			}
-			if N(n) < min {
-				return fmt.Errorf("must be >= %d", min)
-			}
-			*field(dst) = N(n)
-			return nil
-		},
-		Complete: func(dst *T) error {
-			p := field(dst)
-			switch {
-			case *p == 0 && min > 0:
-				*p = def
-			case *p < min:
-				return &Error{Source: name, Value: strconv.FormatInt(int64(*p), 10), Err: fmt.Errorf("must be >= %d", min)}
-			}
-			return nil
-		}}
+	parse := func(text string) (N, error) {
+		n, err := strconv.ParseInt(text, 0, 64)
+		if err != nil || int64(N(n)) != n {
+			return 0, errors.New("want an integer")
+		}
+		return N(n), nil
+	}
+	return atLeast(name, env, def, min, help, field, parse, func(n N) string { return strconv.FormatInt(int64(n), 10) })
 }
 
 // Duration is a duration setting of at least min ("30s", "2ms": a number needs its unit); a zero left in code
 // means the default when min > 0.
 func Duration[T any](name, env string, def, min time.Duration, help string, field func(*T) *time.Duration) Setting[T] {
-	return Setting[T]{Name: name, Env: env, Default: def.String(), Help: help,
+	parse := func(text string) (time.Duration, error) {
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return 0, errors.New("want a duration with its unit, such as 30s, 2ms or 1m30s")
+		}
+		return d, nil
+	}
+	return atLeast(name, env, def, min, help, field, parse, time.Duration.String)
+}
+
+// atLeast is what Int and Duration share: a setting of a number of at least min that parse reads from text
+// (its error says what the text should be) and format writes back (the default, and values in messages); a
+// zero left in code means the default when min > 0.
+func atLeast[T any, N Integer](name, env string, def, min N, help string, field func(*T) *N,
+	parse func(string) (N, error), format func(N) string) Setting[T] {
+	return Setting[T]{Name: name, Env: env, Default: format(def), Help: help,
 		Parse: func(dst *T, text string) error {
-			d, err := time.ParseDuration(text)
+			n, err := parse(text)
 			if err != nil {
-				return errors.New("want a duration with its unit, such as 30s, 2ms or 1m30s")
+				return err
 			}
-			if d < min {
-				return fmt.Errorf("must be >= %s", min)
+			if n < min {
+				return fmt.Errorf("must be >= %s", format(min))
 			}
-			*field(dst) = d
+			*field(dst) = n
 			return nil
 		},
 		Complete: func(dst *T) error {
@@ -108,7 +109,7 @@ func Duration[T any](name, env string, def, min time.Duration, help string, fiel
 			case *p == 0 && min > 0:
 				*p = def
 			case *p < min:
-				return &Error{Source: name, Value: p.String(), Err: fmt.Errorf("must be >= %s", min)}
+				return &Error{Source: name, Value: format(*p), Err: fmt.Errorf("must be >= %s", format(min))}
 			}
 			return nil
 		}}
