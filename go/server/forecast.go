@@ -316,13 +316,10 @@ func batchKey(r *cutenative.ForecastRequest, contextLength int) string {
 
 var timeLayouts = []string{"2006-01", "2006-01-02", time.RFC3339Nano}
 
-// futureTimestamps continues a regular series of timestamps by `horizon` steps in the input's format:
-// by calendar months when consecutive stamps are whole months apart (same day of month), by a fixed
-// duration otherwise. Irregular or unparsable stamps give nil (no timestamps in the response) or an error.
-func futureTimestamps(stamps []string, horizon int) ([]string, error) {
-	if len(stamps) == 0 {
-		return nil, nil
-	}
+// parseTimestamps parses non-empty stamps in the format of the first (one of timeLayouts) and hands each, in
+// order, to each, whose error stops the parse; at names the stamps in errors ("timestamps",
+// "series[0].future_timestamps"). It returns the format.
+func parseTimestamps(stamps []string, at string, each func(i int, t time.Time) error) (string, error) {
 	var layout string
 	for _, l := range timeLayouts {
 		if _, err := time.Parse(l, stamps[0]); err == nil {
@@ -331,18 +328,37 @@ func futureTimestamps(stamps []string, horizon int) ([]string, error) {
 		}
 	}
 	if layout == "" {
-		return nil, badRequest("timestamps[0]: want YYYY-MM, YYYY-MM-DD or RFC 3339, got " + strconv.Quote(stamps[0]))
+		return "", badRequest(at + "[0]: want YYYY-MM, YYYY-MM-DD or RFC 3339, got " + strconv.Quote(stamps[0]))
 	}
-	ts := make([]time.Time, len(stamps))
 	for i, s := range stamps {
 		t, err := time.Parse(layout, s)
 		if err != nil {
-			return nil, badRequest(fmt.Sprintf("timestamps[%d]: not in the format of timestamps[0]: %q", i, s))
+			return "", badRequest(fmt.Sprintf("%s[%d]: not in the format of %s[0]: %q", at, i, at, s))
 		}
+		if err := each(i, t); err != nil {
+			return "", err
+		}
+	}
+	return layout, nil
+}
+
+// futureTimestamps continues a regular series of timestamps by `horizon` steps in the input's format:
+// by calendar months when consecutive stamps are whole months apart (same day of month), by a fixed
+// duration otherwise. Irregular or unparsable stamps give nil (no timestamps in the response) or an error.
+func futureTimestamps(stamps []string, horizon int) ([]string, error) {
+	if len(stamps) == 0 {
+		return nil, nil
+	}
+	ts := make([]time.Time, len(stamps))
+	layout, err := parseTimestamps(stamps, "timestamps", func(i int, t time.Time) error {
 		if i > 0 && !t.After(ts[i-1]) {
-			return nil, badRequest(fmt.Sprintf("timestamps[%d]: not after timestamps[%d]", i, i-1))
+			return badRequest(fmt.Sprintf("timestamps[%d]: not after timestamps[%d]", i, i-1))
 		}
 		ts[i] = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(ts) < 2 {
 		return nil, nil

@@ -293,27 +293,16 @@ func kronosTimes(s *api.Series, horizon int, at string) (kronosTask, error) {
 // calendar date and clock reading in UTC. Kronos takes its calendar features (minute, hour, weekday, day, month)
 // from these, as the reference reads them from timezone-aware pandas timestamps: "09:30+08:00" is hour 9.
 func unixSeconds(stamps []string, at string) ([]int64, error) {
-	var layout string
-	for _, l := range timeLayouts {
-		if _, err := time.Parse(l, stamps[0]); err == nil {
-			layout = l
-			break
-		}
-	}
-	if layout == "" {
-		return nil, badRequest(at + "[0]: want YYYY-MM, YYYY-MM-DD or RFC 3339, got " + fmt.Sprintf("%q", stamps[0]))
-	}
 	out := make([]int64, len(stamps))
-	for i, s := range stamps {
-		t, err := time.Parse(layout, s)
-		if err != nil {
-			return nil, badRequest(fmt.Sprintf("%s[%d]: not in the format of %s[0]: %q", at, i, at, s))
-		}
+	if _, err := parseTimestamps(stamps, at, func(i int, t time.Time) error {
 		_, offset := t.Zone()
 		out[i] = t.Unix() + int64(offset)
 		if i > 0 && out[i] <= out[i-1] {
-			return nil, badRequest(fmt.Sprintf("%s[%d]: not after %s[%d] (in whole seconds of wall-clock time)", at, i, at, i-1))
+			return badRequest(fmt.Sprintf("%s[%d]: not after %s[%d] (in whole seconds of wall-clock time)", at, i, at, i-1))
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
