@@ -86,58 +86,32 @@ CN_MODE_FUSED = 2
 # ---- structs -------------------------------------------------------------------------------------------
 
 
+def _fields(*groups):
+    """A struct's _fields_: struct_size (uint64_t, set by the struct's *_init), which every struct of the ABI
+    begins with, then each group's (ctype, "name name ...") fields, in header order."""
+    return [("struct_size", ctypes.c_uint64)] + [(name, ctype) for ctype, names in groups for name in names.split()]
+
+
 class ModelParams(ctypes.Structure):
     """cn_model_params (fill with cn_model_params_init, then change fields)."""
 
-    _fields_ = [
-        ("struct_size", ctypes.c_uint64),
-        ("device_type", ctypes.c_int32),
-        ("device_index", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),
-        ("mode", ctypes.c_int32),
-        ("n_threads", ctypes.c_int32),
-        ("check_tensors", ctypes.c_int32),
-        ("mmap_weights", ctypes.c_int32),
-        ("reserved0", ctypes.c_int32),
-    ]
+    _fields_ = _fields((ctypes.c_int32, "device_type device_index dtype mode n_threads check_tensors mmap_weights "
+                                        "reserved0"))
 
 
 class ModelInfo(ctypes.Structure):
     """cn_model_info (fill with cn_model_info_init before cn_model_get_info)."""
 
-    _fields_ = [
-        ("struct_size", ctypes.c_uint64),
-        ("kind", ctypes.c_int32),
-        ("device_type", ctypes.c_int32),
-        ("device_index", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),
-        ("mode", ctypes.c_int32),
-        ("reserved0", ctypes.c_int32),
-        ("n_parameters", ctypes.c_uint64),
-        ("weight_bytes", ctypes.c_uint64),
-        ("graph_pool_bytes", ctypes.c_uint64),
-        ("workspace_bytes", ctypes.c_uint64),
-        ("context_length", ctypes.c_int64),
-        ("native_horizon", ctypes.c_int64),
-        ("max_horizon", ctypes.c_int64),
-        ("n_default_quantiles", ctypes.c_int64),
-        ("embedding_dim", ctypes.c_int64),
-        ("max_tokens", ctypes.c_int64),
-    ]
+    _fields_ = _fields((ctypes.c_int32, "kind device_type device_index dtype mode reserved0"),
+                       (ctypes.c_uint64, "n_parameters weight_bytes graph_pool_bytes workspace_bytes"),
+                       (ctypes.c_int64, "context_length native_horizon max_horizon n_default_quantiles embedding_dim "
+                                        "max_tokens"))
 
 
 class ForecastShape(ctypes.Structure):
     """cn_forecast_shape (fill with cn_forecast_shape_init before cn_forecast_get_shape)."""
 
-    _fields_ = [
-        ("struct_size", ctypes.c_uint64),
-        ("n_series", ctypes.c_uint64),
-        ("n_outputs", ctypes.c_uint64),
-        ("horizon", ctypes.c_uint64),
-        ("n_values", ctypes.c_uint64),
-        ("n_samples", ctypes.c_uint64),
-        ("n_sample_values", ctypes.c_uint64),
-    ]
+    _fields_ = _fields((ctypes.c_uint64, "n_series n_outputs horizon n_values n_samples n_sample_values"))
 
 
 # The header's struct name -> its class here.
