@@ -15,7 +15,9 @@ at::Tensor merge_heads(const at::Tensor& a) {
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, bool causal,
                      std::optional<double> scale) {
-    return at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale);
+    // An undefined mask is passed as no mask (nullopt): SDPA rejects an optional holding an undefined tensor.
+    const std::optional<at::Tensor> m = mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt;
+    return at::scaled_dot_product_attention(q, k, v, m, 0.0, causal, scale);
 }
 
 }  // namespace cn::layers
