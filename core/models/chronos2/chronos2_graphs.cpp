@@ -28,29 +28,24 @@ constexpr int64_t kPadGroupBase = int64_t{1} << 40;
 struct GraphCache::Entry {
     at::cuda::CUDAGraph graph;
     at::Tensor context, group_ids, future, out;
-    uint64_t last_used = 0;
-    uint64_t bytes = 0;
 };
 
 GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device,
                        ForwardFn fn, size_t max_graphs)
-    : cfg_(cfg), w_(w), dtype_(dtype), device_(device), fn_(fn), max_graphs_(max_graphs) {
+    : cfg_(cfg),
+      w_(w),
+      dtype_(dtype),
+      device_(device),
+      fn_(fn),
+      pool_([device] { return reserved_bytes(device); }),
+      entries_(pool_, max_graphs) {
     if (!device.is_cuda()) fail(Status::kUnsupported, "graph mode needs a CUDA device");
 }
 
 GraphCache::~GraphCache() = default;
 
-GraphCache::Entry& GraphCache::capture(const Key& key) {
+std::unique_ptr<GraphCache::Entry> GraphCache::capture(const Key& key) {
     const auto [B, L, N, has_future, singleton] = key;
-    if (entries_.size() >= max_graphs_) {  // evict the least recently used graph
-        auto victim = entries_.begin();
-        for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-            if (it->second->last_used < victim->second->last_used) victim = it;
-        }
-        pool_bytes_ -= victim->second->bytes;
-        entries_.erase(victim);
-    }
-    const int64_t before = reserved_bytes(device_);
     auto e = std::make_unique<Entry>();
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
     e->context = at::zeros({B, L}, f32);
@@ -63,22 +58,18 @@ GraphCache::Entry& GraphCache::capture(const Key& key) {
             for (int i = 0; i < 2; ++i) fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
         },
         [&] { e->out = fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton); });
-    e->bytes = static_cast<uint64_t>(std::max<int64_t>(0, reserved_bytes(device_) - before));
-    pool_bytes_ += e->bytes;
-    auto& slot = entries_[key];
-    slot = std::move(e);
-    return *slot;
+    return e;
 }
 
 at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future,
                            int64_t N, bool singleton) {
-    std::lock_guard<std::mutex> lock(mu_);
+    const GraphPool::Lock lock = pool_.lock();
     c10::cuda::CUDAGuard device_guard(device_);
     const int64_t B = context.size(0), L = context.size(1);
     const Key key{bucket_rows(B), L, N, future.defined(), singleton};
-    auto it = entries_.find(key);
-    Entry& e = it != entries_.end() ? *it->second : capture(key);
-    e.last_used = ++tick_;
+    // Captured on first use (the entry's bytes: what the allocator reserved meanwhile), the least recently used
+    // entry evicted first when max_graphs are held.
+    Entry& e = entries_.get(lock, key, [&] { return capture(key); });
     const int64_t Bp = e.context.size(0);
     // Real rows first; padding rows get a constant series, their own groups and no future values.
     e.context.slice(0, 0, B).copy_(context);
@@ -93,14 +84,11 @@ at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_id
     return e.out.slice(0, 0, B).clone();
 }
 
-uint64_t GraphCache::pool_bytes() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return pool_bytes_;
-}
+uint64_t GraphCache::pool_bytes() const { return pool_.bytes(); }
 
 size_t GraphCache::size() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return entries_.size();
+    const GraphPool::Lock lock = pool_.lock();
+    return entries_.size(lock);
 }
 
 }  // namespace cn::chronos2

@@ -5,16 +5,16 @@
 // padded (the context length is part of the key), because that would shift RoPE positions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <tuple>
 
 #include <ATen/core/Tensor.h>
 
 #include "core/models/chronos2/chronos2_config.h"
 #include "core/models/chronos2/chronos2_forward.h"
+#include "core/runtime/graph_cache.h"
 
 namespace cn::chronos2 {
 
@@ -32,25 +32,22 @@ public:
     at::Tensor run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future_covariates,
                    int64_t num_output_patches, bool singleton_groups);
 
-    // Device bytes the captured graphs keep (their memory pools and static buffers).
+    // Device bytes the captured graphs keep (their memory pools and static buffers); read without the lock.
     uint64_t pool_bytes() const;
     size_t size() const;
 
 private:
     struct Entry;
     using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
-    Entry& capture(const Key& key);
+    std::unique_ptr<Entry> capture(const Key& key);
 
     const Chronos2Config& cfg_;
     const Chronos2Weights& w_;
     c10::ScalarType dtype_;
     c10::Device device_;
     ForwardFn fn_;
-    size_t max_graphs_;
-    mutable std::mutex mu_;
-    std::map<Key, std::unique_ptr<Entry>> entries_;
-    uint64_t tick_ = 0;
-    uint64_t pool_bytes_ = 0;
+    GraphPool pool_;                      // the mutex serialising run(), and the bytes of every entry
+    LruGraphCache<Key, Entry> entries_;  // up to max_graphs, least recently used evicted
 };
 
 }  // namespace cn::chronos2

@@ -7,18 +7,18 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding.h>
-#include <ATen/ops/linear.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/outer.h>
 #include <ATen/ops/pow.h>
-#include <ATen/ops/rsqrt.h>
-#include <ATen/ops/scaled_dot_product_attention.h>
-#include <ATen/ops/silu.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/topk.h>
 #include <ATen/ops/zeros.h>
 
 #include "core/common/status.h"
+#include "core/layers/attention.h"
+#include "core/layers/linear.h"
+#include "core/layers/mlp.h"
+#include "core/layers/norm.h"
+#include "core/layers/rope.h"
 #include "kernels/kronos_embed.h"
 #include "kernels/kv_cache.h"
 #include "kernels/rms_norm.h"
@@ -30,46 +30,27 @@
 namespace cn::kronos {
 namespace {
 
-at::Tensor linear(const Linear& l, const at::Tensor& x) { return at::linear(x, l.w, l.b); }
+using layers::Linear;
+using layers::linear;
+using layers::merge_heads;
+using layers::split_heads;
 
-// RMSNorm: x * rsqrt(mean(x * x) + 1e-5), then * weight, in the activations' dtype (fp32: the reference's
-// precision; a bf16 model rounds each op to bf16, as a bf16 copy of the reference would).
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) {
-    return x * at::rsqrt((x * x).mean(-1, /*keepdim=*/true) + 1e-5) * w;
-}
+constexpr double kNormEps = 1e-5;  // RMSNorm's eps (module.py), in the reference ops and the kernels alike
 
-at::Tensor rotate_half(const at::Tensor& x) {
-    const auto halves = x.chunk(2, -1);
-    return at::cat({-halves[1], halves[0]}, -1);
-}
+// RMSNorm in the activations' dtype (fp32: the reference's precision; a bf16 model rounds each op to bf16, as a
+// bf16 copy of the reference would).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) { return layers::rms_norm(x, w, kNormEps); }
 
-// RotaryPositionalEmbedding.forward: the table is built for the *query* length and applied to q and k.
+// RotaryPositionalEmbedding.forward: the table is built for the *query* length and applied to q and k (tables in
+// the activations' dtype: a no-op in fp32; bf16 models round them like a bf16 reference).
 std::pair<at::Tensor, at::Tensor> rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& inv_freq) {
-    const int64_t L = q.size(-2);
-    const at::Tensor t = at::arange(L, inv_freq.options().dtype(at::kLong)).to(inv_freq.scalar_type());
-    const at::Tensor freqs = at::outer(t, inv_freq);
-    const at::Tensor emb = at::cat({freqs, freqs}, -1);
-    // Tables in the activations' dtype (a no-op in fp32; bf16 models round them like a bf16 reference).
-    const at::Tensor cos = emb.cos().to(q.scalar_type()).unsqueeze(0).unsqueeze(0),
-                     sin = emb.sin().to(q.scalar_type()).unsqueeze(0).unsqueeze(0);
-    return {q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin};
-}
-
-at::Tensor split_heads(const at::Tensor& x, int64_t heads) {  // [B, L, d] -> [B, H, L, d/H] (a view)
-    return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
-}
-
-at::Tensor merge(const at::Tensor& a) {  // [B, H, L, hd] -> [B, L, d]
-    return a.transpose(1, 2).contiguous().view({a.size(0), a.size(2), a.size(1) * a.size(3)});
+    const layers::RopeTables t = layers::rope_tables(inv_freq, 0, q.size(-2), q.scalar_type());
+    return {layers::apply_rope(q, t), layers::apply_rope(k, t)};
 }
 
 // RoPE at positions pos0 .. pos0 + L - 1 (the reference's table for a window of length pos0 + L, rows pos0..).
 at::Tensor rope_at(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0) {
-    const int64_t L = x.size(-2);
-    const at::Tensor t = at::arange(pos0, pos0 + L, inv_freq.options().dtype(at::kLong)).to(inv_freq.scalar_type());
-    const at::Tensor freqs = at::outer(t, inv_freq);
-    const at::Tensor emb = at::cat({freqs, freqs}, -1);
-    return x * emb.cos().to(x.scalar_type()) + rotate_half(x) * emb.sin().to(x.scalar_type());
+    return layers::apply_rope(x, layers::rope_tables(inv_freq, pos0, x.size(-2), x.scalar_type()));
 }
 
 // decode_s1's input: HierarchicalEmbedding (both token embeddings scaled by sqrt(d), fused) plus
@@ -79,7 +60,7 @@ at::Tensor embed_tokens(const PredictorConfig& cfg, const PredictorWeights& w, c
     const double scale = std::sqrt(static_cast<double>(cfg.d_model));
     const at::Tensor e1 = at::embedding(w.emb_s1, s1) * scale;
     const at::Tensor e2 = at::embedding(w.emb_s2, s2) * scale;
-    const at::Tensor x = linear(w.fusion, at::cat({e1, e2}, -1));
+    const at::Tensor x = linear(at::cat({e1, e2}, -1), w.fusion);
     const at::Tensor st = stamp.to(at::kLong);
     const at::Tensor te = at::embedding(w.hour, st.select(-1, 1)) + at::embedding(w.weekday, st.select(-1, 2)) +
                           at::embedding(w.day, st.select(-1, 3)) + at::embedding(w.month, st.select(-1, 4)) +
@@ -91,13 +72,13 @@ at::Tensor block(const Block& b, const at::Tensor& x_in) {
     at::Tensor x = x_in;
     {
         const at::Tensor n = rms_norm(x, b.norm1);
-        auto [q, k] = rope(split_heads(linear(b.q, n), b.heads), split_heads(linear(b.k, n), b.heads), b.inv_freq);
-        const at::Tensor v = split_heads(linear(b.v, n), b.heads);
-        const at::Tensor a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-        x = x + linear(b.o, merge(a));
+        auto [q, k] = rope(split_heads(linear(n, b.q), b.heads), split_heads(linear(n, b.k), b.heads), b.inv_freq);
+        const at::Tensor v = split_heads(linear(n, b.v), b.heads);
+        const at::Tensor a = layers::attention(q, k, v, {}, /*causal=*/true);
+        x = x + linear(merge_heads(a), b.o);
     }
     const at::Tensor n = rms_norm(x, b.norm2);
-    return x + at::linear(at::silu(at::linear(n, b.w1)) * at::linear(n, b.w3), b.w2);
+    return x + layers::swiglu_mlp(n, b.w1, b.w3, b.w2);
 }
 
 // Path::kKernels's block over x [B, L, d], the residual stream, updated in place (an owned contiguous tensor):
@@ -107,24 +88,23 @@ at::Tensor block(const Block& b, const at::Tensor& x_in) {
 // when L > 1, which only happens from pos0 = 0).
 void block_kernels(const Block& b, at::Tensor& x, at::Tensor& delta, int64_t pos0 = 0, const at::Tensor& k_cache = {},
                    const at::Tensor& v_cache = {}) {
-    if (!b.qkv.w.defined() || !b.w13.defined()) fail(Status::kInternal, "Kronos kernels path: the fused weights are built for CUDA models only");
-    const int64_t B = x.size(0), L = x.size(1), d = x.size(2), H = b.heads, hd = d / H, F = b.w2.size(1);
-    const at::Tensor n = delta.defined() ? kernels::add_rms_norm(x, delta, b.norm1, 1e-5) : kernels::rms_norm(x, b.norm1, 1e-5);
-    const at::Tensor qkv = at::linear(n, b.qkv.w, b.qkv.b).view({B, L, 3, H, hd});
+    if (!b.qkv.w.defined() || !b.w13.w.defined()) fail(Status::kInternal, "Kronos kernels path: the fused weights are built for CUDA models only");
+    const int64_t B = x.size(0), L = x.size(1), d = x.size(2), H = b.heads, hd = d / H, F = b.w2.w.size(1);
+    const at::Tensor n = delta.defined() ? kernels::add_rms_norm(x, delta, b.norm1, kNormEps) : kernels::rms_norm(x, b.norm1, kNormEps);
+    const at::Tensor qkv = linear(n, b.qkv).view({B, L, 3, H, hd});
     kernels::rope_(qkv.view({B, L, 3 * H, hd}).narrow(2, 0, 2 * H), b.inv_freq, pos0);  // q and k in place: [B, L, 2H, hd]
     const at::Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2), v = qkv.select(2, 2).transpose(1, 2);
     at::Tensor a;
     if (k_cache.defined()) {
         k_cache.narrow(2, pos0, L).copy_(k);
         v_cache.narrow(2, pos0, L).copy_(v);
-        a = at::scaled_dot_product_attention(q, k_cache.narrow(2, 0, pos0 + L), v_cache.narrow(2, 0, pos0 + L), {}, 0.0,
-                                             /*is_causal=*/L > 1);
+        a = layers::attention(q, k_cache.narrow(2, 0, pos0 + L), v_cache.narrow(2, 0, pos0 + L), {}, /*causal=*/L > 1);
     } else {
-        a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+        a = layers::attention(q, k, v, {}, /*causal=*/true);
     }
-    delta = linear(b.o, a.transpose(1, 2).reshape({B, L, d}));
-    const at::Tensor n2 = kernels::add_rms_norm(x, delta, b.norm2, 1e-5);
-    delta = at::linear(kernels::swiglu(at::linear(n2, b.w13).view({B * L, 2 * F})), b.w2).view({B, L, d});
+    delta = linear(merge_heads(a), b.o);  // [B, L, d]
+    const at::Tensor n2 = kernels::add_rms_norm(x, delta, b.norm2, kNormEps);
+    delta = linear(kernels::swiglu(linear(n2, b.w13).view({B * L, 2 * F})), b.w2).view({B, L, d});
 }
 
 // The blocks of a sequence pass on `path`; x is the embedded input (owned), returned after the last block.
@@ -143,7 +123,7 @@ at::Tensor blocks(const std::vector<Block>& bs, at::Tensor x, Path path) {
 
 std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x,
                                                    Path path) {
-    at::Tensor z = linear(w.quant_embed, blocks(w.encoder, linear(w.embed, x), path));
+    at::Tensor z = linear(blocks(w.encoder, linear(x, w.embed), path), w.quant_embed);
     // BSQuantizer: F.normalize, sign (0 -> -1), bits (q >= 0) little-endian into s1 (first half) and s2.
     z = z / z.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12).expand_as(z);
     const at::Tensor bits = (z > 0).to(at::kLong);
@@ -160,23 +140,23 @@ at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& 
     const at::Tensor b2 = (s2.unsqueeze(-1).bitwise_and(mask)) != 0;
     at::Tensor q = at::cat({b1, b2}, -1).to(w.post_quant_embed.w.scalar_type()) * 2 - 1;
     q = q * (1. / std::pow(static_cast<double>(dim), 0.5));
-    return linear(w.head, blocks(w.decoder, linear(w.post_quant_embed, q), path));
+    return linear(blocks(w.decoder, linear(q, w.post_quant_embed), path), w.head);
 }
 
 std::pair<at::Tensor, at::Tensor> decode_s1(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
                                             const at::Tensor& s2, const at::Tensor& stamp, Path path) {
     at::Tensor x = blocks(w.blocks, embed_tokens(cfg, w, s1, s2, stamp), path);
-    x = path == Path::kKernels ? kernels::rms_norm(x, w.norm, 1e-5) : rms_norm(x, w.norm);
-    return {linear(w.proj_s1, x), x};
+    x = path == Path::kKernels ? kernels::rms_norm(x, w.norm, kNormEps) : rms_norm(x, w.norm);
+    return {linear(x, w.proj_s1), x};
 }
 
 at::Tensor decode_s2(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context, const at::Tensor& s1) {
     const at::Tensor sib = at::embedding(w.emb_s1, s1);  // raw: no sqrt(d) scale
-    auto [q, k] = rope(split_heads(linear(w.dep_q, sib), w.dep_heads), split_heads(linear(w.dep_k, context), w.dep_heads), w.dep_inv_freq);
-    const at::Tensor v = split_heads(linear(w.dep_v, context), w.dep_heads);
-    const at::Tensor a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/false);
-    const at::Tensor x2 = rms_norm(context + linear(w.dep_o, merge(a)), w.dep_norm);
-    return linear(w.proj_s2, x2);
+    auto [q, k] = rope(split_heads(linear(sib, w.dep_q), w.dep_heads), split_heads(linear(context, w.dep_k), w.dep_heads), w.dep_inv_freq);
+    const at::Tensor v = split_heads(linear(context, w.dep_v), w.dep_heads);
+    const at::Tensor a = layers::attention(q, k, v, {}, /*causal=*/false);
+    const at::Tensor x2 = rms_norm(context + linear(merge_heads(a), w.dep_o), w.dep_norm);
+    return linear(x2, w.proj_s2);
 }
 
 std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
@@ -196,42 +176,41 @@ std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, c
     if (path == Path::kKernels) {
         at::Tensor delta;
         for (size_t l = 0; l < w.blocks.size(); ++l) block_kernels(w.blocks[l], x, delta, pos0, c.k[l], c.v[l]);
-        x = delta.defined() ? kernels::add_rms_norm(x, delta, w.norm, 1e-5) : kernels::rms_norm(x, w.norm, 1e-5);
+        x = delta.defined() ? kernels::add_rms_norm(x, delta, w.norm, kNormEps) : kernels::rms_norm(x, w.norm, kNormEps);
         if (!w.dep_kv.w.defined()) fail(Status::kInternal, "Kronos kernels path: the fused weights are built for CUDA models only");
-        const at::Tensor kv = linear(w.dep_kv, x).view({N, Lnew, 2, w.dep_heads, cfg.d_model / w.dep_heads});
+        const at::Tensor kv = linear(x, w.dep_kv).view({N, Lnew, 2, w.dep_heads, cfg.d_model / w.dep_heads});
         c.dep_k.narrow(2, pos0, Lnew).copy_(kv.select(2, 0).transpose(1, 2));
         c.dep_v.narrow(2, pos0, Lnew).copy_(kv.select(2, 1).transpose(1, 2));
         c.len = end;
         const at::Tensor last = x.narrow(1, Lnew - 1, 1);
-        return {linear(w.proj_s1, last.squeeze(1)), last};
+        return {linear(last.squeeze(1), w.proj_s1), last};
     }
     for (size_t l = 0; l < w.blocks.size(); ++l) {
         const Block& b = w.blocks[l];
         const at::Tensor n = rms_norm(x, b.norm1);
-        const at::Tensor q = rope_at(split_heads(linear(b.q, n), b.heads), b.inv_freq, pos0);
-        c.k[l].narrow(2, pos0, Lnew).copy_(rope_at(split_heads(linear(b.k, n), b.heads), b.inv_freq, pos0));
-        c.v[l].narrow(2, pos0, Lnew).copy_(split_heads(linear(b.v, n), b.heads));
+        const at::Tensor q = rope_at(split_heads(linear(n, b.q), b.heads), b.inv_freq, pos0);
+        c.k[l].narrow(2, pos0, Lnew).copy_(rope_at(split_heads(linear(n, b.k), b.heads), b.inv_freq, pos0));
+        c.v[l].narrow(2, pos0, Lnew).copy_(split_heads(linear(n, b.v), b.heads));
         // A single new token attends to every cached one (no mask); a prefill is causal from position 0.
-        const at::Tensor a = at::scaled_dot_product_attention(q, c.k[l].narrow(2, 0, end), c.v[l].narrow(2, 0, end), {}, 0.0,
-                                                              /*is_causal=*/Lnew > 1);
-        x = x + linear(b.o, merge(a));
+        const at::Tensor a = layers::attention(q, c.k[l].narrow(2, 0, end), c.v[l].narrow(2, 0, end), {}, /*causal=*/Lnew > 1);
+        x = x + linear(merge_heads(a), b.o);
         const at::Tensor n2 = rms_norm(x, b.norm2);
-        x = x + at::linear(at::silu(at::linear(n2, b.w1)) * at::linear(n2, b.w3), b.w2);
+        x = x + layers::swiglu_mlp(n2, b.w1, b.w3, b.w2);
     }
     x = rms_norm(x, w.norm);
-    c.dep_k.narrow(2, pos0, Lnew).copy_(split_heads(linear(w.dep_k, x), w.dep_heads));
-    c.dep_v.narrow(2, pos0, Lnew).copy_(split_heads(linear(w.dep_v, x), w.dep_heads));
+    c.dep_k.narrow(2, pos0, Lnew).copy_(split_heads(linear(x, w.dep_k), w.dep_heads));
+    c.dep_v.narrow(2, pos0, Lnew).copy_(split_heads(linear(x, w.dep_v), w.dep_heads));
     c.len = end;
     const at::Tensor last = x.narrow(1, Lnew - 1, 1);  // [N, 1, d]
-    return {linear(w.proj_s1, last.squeeze(1)), last};
+    return {linear(last.squeeze(1), w.proj_s1), last};
 }
 
 at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last,
                             const at::Tensor& s1, const KronosCache& c) {
-    const at::Tensor q = split_heads(linear(w.dep_q, at::embedding(w.emb_s1, s1)), w.dep_heads);  // RoPE of length 1: identity
-    const at::Tensor a = at::scaled_dot_product_attention(q, c.dep_k.narrow(2, 0, c.len), c.dep_v.narrow(2, 0, c.len), {}, 0.0, false);
-    const at::Tensor x2 = rms_norm(context_last + linear(w.dep_o, merge(a)), w.dep_norm);
-    return linear(w.proj_s2, x2.squeeze(1));
+    const at::Tensor q = split_heads(linear(at::embedding(w.emb_s1, s1), w.dep_q), w.dep_heads);  // RoPE of length 1: identity
+    const at::Tensor a = layers::attention(q, c.dep_k.narrow(2, 0, c.len), c.dep_v.narrow(2, 0, c.len), {}, /*causal=*/false);
+    const at::Tensor x2 = rms_norm(context_last + linear(merge_heads(a), w.dep_o), w.dep_norm);
+    return linear(x2.squeeze(1), w.proj_s2);
 }
 
 namespace {
@@ -301,10 +280,10 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
         const at::Tensor a = kernels::decode_attention_append(qkv.select(1, 0), qkv.select(1, 1), qkv.select(1, 2), c.k[l], c.v[l], st.pos,
                                                               b.inv_freq, 1.0 / std::sqrt(static_cast<double>(hd)));
         x = lin(b.o, a, plus(x));
-        const at::Tensor h = kernels::skinny_linear(x, b.w13, {}, normed(b.norm2, /*swiglu=*/true));
-        x = kernels::skinny_linear(h, b.w2, {}, plus(x));
+        const at::Tensor h = lin(b.w13, x, normed(b.norm2, /*swiglu=*/true));  // w1|w3 and w2: no biases
+        x = lin(b.w2, h, plus(x));
     }
-    const at::Tensor xn = kernels::rms_norm(x, w.norm, 1e-5);
+    const at::Tensor xn = kernels::rms_norm(x, w.norm, kNormEps);
     const int64_t dh = d / w.dep_heads;
     const at::Tensor kv = lin(w.dep_kv, xn).view({N, 2, w.dep_heads, dh});
     const at::Tensor s1 = sample_static(lin(w.proj_s1, xn), temperature, top_k, top_p, gen, st.hist1, st.pos);

@@ -11,42 +11,9 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/models/kronos/kronos_config.h"
+#include "core/models/kronos/kronos_weights.h"
 
 namespace cn::kronos {
-
-struct Linear {
-    at::Tensor w, b;  // b may be undefined
-};
-
-struct Block {  // TransformerBlock: pre-norm, RoPE self-attention (causal), SwiGLU feed-forward
-    at::Tensor norm1, norm2;
-    Linear q, k, v, o;
-    at::Tensor w1, w2, w3;
-    // The same weights fused for one GEMM each (q, k, v and w1, w3 are then row slices of these); set at load
-    // for the predictor on CUDA devices only (the graph step uses them), undefined otherwise.
-    Linear qkv;
-    at::Tensor w13;
-    at::Tensor inv_freq;
-    int64_t heads = 0;
-};
-
-struct TokenizerWeights {
-    Linear embed, head, quant_embed, post_quant_embed;
-    std::vector<Block> encoder, decoder;
-};
-
-struct PredictorWeights {
-    at::Tensor emb_s1, emb_s2;
-    Linear fusion;
-    at::Tensor minute, hour, weekday, day, month;
-    std::vector<Block> blocks;
-    at::Tensor norm;
-    Linear dep_q, dep_k, dep_v, dep_o;
-    Linear dep_kv;  // dep_k and dep_v fused (row slices of it); CUDA devices only, like Block::qkv
-    at::Tensor dep_norm, dep_inv_freq;
-    int64_t dep_heads = 4;
-    Linear proj_s1, proj_s2;
-};
 
 // How the transformer blocks of a sequence pass run. kReference: the reference's ops, op for op (eager mode,
 // every device). kKernels (CUDA models, whose fused QKV / w1|w3 weights exist; fused and graph modes): RMS norms
