@@ -68,11 +68,6 @@ void Weights::declare(at::Tensor& dst, const std::string& name, std::vector<int6
     declared_[name] = Decl{std::move(shape), &dst, flags};
 }
 
-void Weights::expect(const std::string& name, std::vector<int64_t> shape) {
-    if (declared_.count(name)) fail(Status::kInternal, "weights: tensor \"" + name + "\" declared twice");
-    declared_[name] = Decl{std::move(shape), nullptr, {}};
-}
-
 void Weights::validate() const {
     const std::string& dir = checkpoint_->dir();
     for (const auto& [name, decl] : declared_) {
@@ -108,7 +103,7 @@ uint64_t Weights::expected_elements() const {
 void Weights::load_all() const {
     for (const auto& [name, decl] : declared_) {
         if (decl.flags.optional && !checkpoint_->find(name)) continue;
-        if (decl.dst) *decl.dst = load(name, decl.flags.dtype.value_or(options_.dtype));
+        *decl.dst = load(name, decl.flags.dtype.value_or(options_.dtype));
     }
 }
 

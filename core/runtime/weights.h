@@ -41,10 +41,6 @@ public:
     // Declares a tensor, its shape and where load_all() puts it. `dst` must outlive load_all() (size the
     // model's containers before declaring into them).
     void declare(at::Tensor& dst, const std::string& name, std::vector<int64_t> shape, WeightFlags flags = {});
-    // Transitional (removed once every model declares its list): a tensor declared without a destination,
-    // loaded by name.
-    void expect(const std::string& name, std::vector<int64_t> shape);
-    at::Tensor load(const std::string& name) const { return load(name, options_.dtype); }
     // Declares a tensor the checkpoint may carry that the model does not use (e.g. BERT's pooler); it is
     // neither loaded nor counted, and any dtype is accepted.
     void allow_unused(const std::string& name) { unused_.insert(name); }
