@@ -1,7 +1,7 @@
 // Kronos seeded-sampling parity at the token level: for every fixture case (scripts/make_kronos_fixtures.py),
 // the s1 and s2 tokens cutenative samples on CPU are identical to the reference's, every step of every
 // sample path (same LibTorch multinomial, same generator seeded right before inference, bit-identical
-// probabilities). The values are checked through the C ABI in tests/capi/test_kronos_parity.cpp.
+// probabilities). The values are checked through the C ABI in tests/models/kronos/test_kronos_parity.cpp.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -14,7 +14,7 @@
 #include "core/models/registry.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
-#include "tests/models/kronos_fixture.h"
+#include "tests/models/kronos/kronos_fixture.h"
 
 namespace {
 

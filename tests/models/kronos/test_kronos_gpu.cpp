@@ -22,7 +22,7 @@
 #include "core/models/registry.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
-#include "tests/models/kronos_fixture.h"
+#include "tests/models/kronos/kronos_fixture.h"
 
 #ifdef CN_WITH_CUDA
 #include "core/models/kronos/kronos_graphs.h"
