@@ -49,7 +49,8 @@ cn::ForecastShape bounded_shape(const cn_model* model, const cn_forecast_request
     const bool huge = s.n_series > limit || s.n_outputs > limit || s.horizon > limit || s.n_samples > limit;
     if (huge || s.n_values() > limit || s.n_sample_values() > limit) {
         cn::fail(Status::kInvalidArgument,
-                 "the forecast would hold " + (huge ? std::string("more than 2^28") : std::to_string(std::max(s.n_values(), s.n_sample_values()))) +
+                 "the forecast would hold " +
+                     (huge ? std::string("more than 2^28") : std::to_string(std::max(s.n_values(), s.n_sample_values()))) +
                      " values (series x outputs x horizon" + (s.n_samples ? std::string(" x samples") : std::string()) +
                      "), above the library's limit of " + std::to_string(limit) + " (CN_FORECAST_MAX_VALUES)");
     }
@@ -58,8 +59,7 @@ cn::ForecastShape bounded_shape(const cn_model* model, const cn_forecast_request
 
 }  // namespace
 
-cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request* req, cn_forecast_shape* shape,
-                                cn_error* err) {
+cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request* req, cn_forecast_shape* shape, cn_error* err) {
     return guarded(err, [&] {
         require(model, "model");
         require(req, "req");
@@ -77,22 +77,20 @@ cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request
     });
 }
 
-cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn_run_options* opts, float* out,
-                      size_t out_count, float* samples, size_t samples_count, cn_error* err) {
+cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn_run_options* opts, float* out, size_t out_count, float* samples,
+                      size_t samples_count, cn_error* err) {
     return guarded(err, [&] {
         require(model, "model");
         require(req, "req");
         require(out, "out");
         if (!samples && samples_count > 0) cn::fail(Status::kInvalidArgument, "samples is NULL but samples_count is not 0");
         (void)bounded_shape(model, req);
-        run_call(model, opts, [&](cn::RunContext& run) {
-            model->impl->forecast(req->r, run, out, out_count, samples, samples_count);
-        });
+        run_call(model, opts, [&](cn::RunContext& run) { model->impl->forecast(req->r, run, out, out_count, samples, samples_count); });
     });
 }
 
-cn_status cn_embed(cn_model* model, const char* const* texts, size_t n_texts, cn_run_options* opts, float* out,
-                   size_t out_count, cn_error* err) {
+cn_status cn_embed(cn_model* model, const char* const* texts, size_t n_texts, cn_run_options* opts, float* out, size_t out_count,
+                   cn_error* err) {
     return guarded(err, [&] {
         require(model, "model");
         require(out, "out");
@@ -117,8 +115,8 @@ cn_status cn_generate_get_size(const cn_model* model, const cn_generate_request*
     });
 }
 
-cn_status cn_generate(cn_model* model, const cn_generate_request* req, cn_run_options* opts, uint8_t* out,
-                      size_t out_bytes, cn_error* err) {
+cn_status cn_generate(cn_model* model, const cn_generate_request* req, cn_run_options* opts, uint8_t* out, size_t out_bytes,
+                      cn_error* err) {
     return guarded(err, [&] {
         require(model, "model");
         require(req, "req");

@@ -72,8 +72,7 @@ cn_status guarded(cn_error* err, F&& f) noexcept {
 #ifdef CN_WITH_CUDA
         try {
             c10::cuda::CUDACachingAllocator::emptyCache();
-        } catch (...) {
-        }
+        } catch (...) {}
 #endif
         return set_error(err, CN_STATUS_OUT_OF_DEVICE_MEMORY, e.what_without_backtrace());
     } catch (const c10::Error& e) {

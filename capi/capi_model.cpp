@@ -21,8 +21,8 @@ namespace {
 cn::ModelOptions to_options(const cn_model_params& p) {
     cn::ModelOptions o;
     if (p.struct_size < offsetof(cn_model_params, reserved0)) {
-        cn::fail(Status::kInvalidArgument, "params: struct_size " + std::to_string(p.struct_size) +
-                                               " is too small; initialise with cn_model_params_init");
+        cn::fail(Status::kInvalidArgument,
+                 "params: struct_size " + std::to_string(p.struct_size) + " is too small; initialise with cn_model_params_init");
     }
     switch (p.device_type) {
         case CN_DEVICE_CPU: o.device = c10::Device(c10::kCPU); break;
@@ -143,8 +143,8 @@ cn_status cn_model_get_quantiles(const cn_model* model, float* buf, size_t capac
         *count_out = q.size();
         if (!buf) return;
         if (capacity < q.size()) {
-            cn::fail(Status::kInvalidArgument, "buf: capacity " + std::to_string(capacity) + " is less than the " +
-                                                   std::to_string(q.size()) + " quantile levels");
+            cn::fail(Status::kInvalidArgument,
+                     "buf: capacity " + std::to_string(capacity) + " is less than the " + std::to_string(q.size()) + " quantile levels");
         }
         std::copy(q.begin(), q.end(), buf);
     });

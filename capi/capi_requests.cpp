@@ -20,15 +20,15 @@ constexpr size_t kMaxQuantiles = 1024;
 void check_array(const void* p, size_t n, const char* what) {
     if (n > 0 && p == nullptr) cn::fail(Status::kInvalidArgument, std::string(what) + " is NULL but its length is not 0");
     if (n > kMaxSeriesLength) {
-        cn::fail(Status::kInvalidArgument, std::string(what) + ": length " + std::to_string(n) + " exceeds the limit of " +
-                                               std::to_string(kMaxSeriesLength));
+        cn::fail(Status::kInvalidArgument,
+                 std::string(what) + ": length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxSeriesLength));
     }
 }
 
 cn::ForecastSeries& series_at(cn_forecast_request* req, size_t index, const char* what) {
     if (index >= req->r.series.size()) {
-        cn::fail(Status::kInvalidArgument, std::string(what) + ": series_index " + std::to_string(index) +
-                                               " but the request has " + std::to_string(req->r.series.size()) + " series");
+        cn::fail(Status::kInvalidArgument, std::string(what) + ": series_index " + std::to_string(index) + " but the request has " +
+                                               std::to_string(req->r.series.size()) + " series");
     }
     return req->r.series[index];
 }
@@ -46,8 +46,10 @@ std::vector<std::optional<std::string>> copy_labels(const char* const* labels, s
     std::vector<std::optional<std::string>> out;
     out.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-        if (labels[i]) out.emplace_back(labels[i]);
-        else out.emplace_back(std::nullopt);
+        if (labels[i])
+            out.emplace_back(labels[i]);
+        else
+            out.emplace_back(std::nullopt);
     }
     return out;
 }
@@ -99,8 +101,8 @@ cn_status cn_forecast_request_create(cn_forecast_request** out, cn_error* err) {
 
 void cn_forecast_request_free(cn_forecast_request* req) { delete req; }
 
-cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* values, size_t length, int64_t group,
-                                         size_t* index_out, cn_error* err) {
+cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* values, size_t length, int64_t group, size_t* index_out,
+                                         cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
         check_array(values, length, "values");
@@ -115,16 +117,16 @@ cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* 
     });
 }
 
-cn_status cn_forecast_request_add_covariate(cn_forecast_request* req, size_t series_index, const float* past,
-                                            size_t past_length, const float* future, size_t future_length, cn_error* err) {
+cn_status cn_forecast_request_add_covariate(cn_forecast_request* req, size_t series_index, const float* past, size_t past_length,
+                                            const float* future, size_t future_length, cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
         const auto& s = series_at(req, series_index, "covariate");
         check_array(past, past_length, "past");
         check_array(future, future_length, "future");
         if (past_length != s.values.size()) {
-            cn::fail(Status::kInvalidArgument, "past: length " + std::to_string(past_length) + " differs from the series' " +
-                                                   std::to_string(s.values.size()));
+            cn::fail(Status::kInvalidArgument,
+                     "past: length " + std::to_string(past_length) + " differs from the series' " + std::to_string(s.values.size()));
         }
         cn::ForecastCovariate c;
         c.series_index = series_index;
@@ -134,17 +136,17 @@ cn_status cn_forecast_request_add_covariate(cn_forecast_request* req, size_t ser
     });
 }
 
-cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_request* req, size_t series_index,
-                                                        const char* const* past, size_t past_length,
-                                                        const char* const* future, size_t future_length, cn_error* err) {
+cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_request* req, size_t series_index, const char* const* past,
+                                                        size_t past_length, const char* const* future, size_t future_length,
+                                                        cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
         const auto& s = series_at(req, series_index, "covariate");
         check_array(past, past_length, "past");
         check_array(future, future_length, "future");
         if (past_length != s.values.size()) {
-            cn::fail(Status::kInvalidArgument, "past: length " + std::to_string(past_length) + " differs from the series' " +
-                                                   std::to_string(s.values.size()));
+            cn::fail(Status::kInvalidArgument,
+                     "past: length " + std::to_string(past_length) + " differs from the series' " + std::to_string(s.values.size()));
         }
         cn::ForecastCovariate c;
         c.series_index = series_index;
@@ -155,17 +157,16 @@ cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_request* req
     });
 }
 
-cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, size_t series_index, const int64_t* history,
-                                             size_t history_length, const int64_t* future, size_t future_length,
-                                             cn_error* err) {
+cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, size_t series_index, const int64_t* history, size_t history_length,
+                                             const int64_t* future, size_t future_length, cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
         auto& s = series_at(req, series_index, "timestamps");
         check_array(history, history_length, "history");
         check_array(future, future_length, "future");
         if (history_length != s.values.size()) {
-            cn::fail(Status::kInvalidArgument, "history: length " + std::to_string(history_length) +
-                                                   " differs from the series' " + std::to_string(s.values.size()));
+            cn::fail(Status::kInvalidArgument,
+                     "history: length " + std::to_string(history_length) + " differs from the series' " + std::to_string(s.values.size()));
         }
         std::vector<int64_t> all(history, history + history_length);
         if (future_length) all.insert(all.end(), future, future + future_length);
@@ -183,8 +184,8 @@ cn_status cn_forecast_request_set_horizon(cn_forecast_request* req, int64_t hori
     return guarded(err, [&] {
         require(req, "req");
         if (horizon < 1 || horizon > kMaxRequestHorizon) {
-            cn::fail(Status::kInvalidArgument, "horizon: must be in [1, " + std::to_string(kMaxRequestHorizon) + "], got " +
-                                                   std::to_string(horizon));
+            cn::fail(Status::kInvalidArgument,
+                     "horizon: must be in [1, " + std::to_string(kMaxRequestHorizon) + "], got " + std::to_string(horizon));
         }
         req->r.horizon = horizon;
     });
@@ -206,8 +207,8 @@ cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, const floa
     });
 }
 
-cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float temperature, int32_t top_k, float top_p,
-                                           int32_t sample_count, cn_error* err) {
+cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float temperature, int32_t top_k, float top_p, int32_t sample_count,
+                                           cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
         if (!(std::isfinite(temperature) && temperature > 0.0f)) cn::fail(Status::kInvalidArgument, "temperature: must be finite and > 0");
@@ -227,8 +228,7 @@ cn_status cn_generate_request_create(cn_generate_request** out, cn_error* err) {
 
 void cn_generate_request_free(cn_generate_request* req) { delete req; }
 
-cn_status cn_generate_request_set_prompt(cn_generate_request* req, const char* prompt, const char* negative_prompt,
-                                         cn_error* err) {
+cn_status cn_generate_request_set_prompt(cn_generate_request* req, const char* prompt, const char* negative_prompt, cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
         require(prompt, "prompt");
@@ -242,7 +242,8 @@ cn_status cn_generate_request_set_size(cn_generate_request* req, int32_t width, 
         require(req, "req");
         for (auto [v, name] : {std::pair{width, "width"}, std::pair{height, "height"}}) {
             if (v < 16 || v > 4096 || v % 16 != 0) {
-                cn::fail(Status::kInvalidArgument, std::string(name) + ": must be a multiple of 16 in [16, 4096], got " + std::to_string(v));
+                cn::fail(Status::kInvalidArgument,
+                         std::string(name) + ": must be a multiple of 16 in [16, 4096], got " + std::to_string(v));
             }
         }
         req->r.width = width;

@@ -2,8 +2,8 @@
 // Only the build includes it (target_precompile_headers); sources still include what they use.
 #pragma once
 
-#include <ATen/core/Tensor.h>
 #include <ATen/Functions.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>

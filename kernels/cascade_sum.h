@@ -34,8 +34,8 @@
 
 namespace cn::kernels::aten_sum {
 
-constexpr int64_t kLanes = 8;   // Vectorized<float>::size() in ATen's AVX2 kernels
-constexpr int64_t kIlp = 4;     // row_sum's ilp_factor
+constexpr int64_t kLanes = 8;  // Vectorized<float>::size() in ATen's AVX2 kernels
+constexpr int64_t kIlp = 4;    // row_sum's ilp_factor
 constexpr int64_t kSlots = kLanes * kIlp;
 constexpr int64_t kLevels = 4;  // multi_row_sum's num_levels
 

@@ -15,8 +15,14 @@
 namespace cn::kernels {
 namespace {
 
-template <class T> float round_to(float v) { return static_cast<float>(static_cast<T>(v)); }
-template <> float round_to<float>(float v) { return v; }
+template <class T>
+float round_to(float v) {
+    return static_cast<float>(static_cast<T>(v));
+}
+template <>
+float round_to<float>(float v) {
+    return v;
+}
 
 float lowest_of(c10::ScalarType dt) {
     switch (dt) {
@@ -111,8 +117,7 @@ void preprocess_rows(const at::Tensor& context, const at::Tensor& future, const 
 }
 
 template <class T>
-void postprocess_rows(const at::Tensor& head, const float* loc, const float* scale, int64_t Q, int64_t p, bool arcsinh,
-                      float* out) {
+void postprocess_rows(const at::Tensor& head, const float* loc, const float* scale, int64_t Q, int64_t p, bool arcsinh, float* out) {
     const int64_t B = head.size(0), N = head.size(1);
     const T* h = head.const_data_ptr<T>();
     at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
@@ -145,9 +150,8 @@ Chronos2Prep allocate(const at::Tensor& context, const at::Tensor& future, const
     if (!context.defined() || context.dim() != 2 || context.scalar_type() != c10::kFloat || !context.is_contiguous()) {
         fail(Status::kInternal, "chronos2_preprocess: context must be contiguous fp32 [B, L]");
     }
-    if (future.defined() && (future.dim() != 2 || future.size(0) != context.size(0) ||
-                             future.scalar_type() != c10::kFloat || !future.is_contiguous() ||
-                             future.device() != context.device())) {
+    if (future.defined() && (future.dim() != 2 || future.size(0) != context.size(0) || future.scalar_type() != c10::kFloat ||
+                             !future.is_contiguous() || future.device() != context.device())) {
         fail(Status::kInternal, "chronos2_preprocess: future must be contiguous fp32 [B, F] on the context's device");
     }
     if (p.patch <= 0 || p.output_patches < 0 || context.size(1) < 1) {
@@ -174,10 +178,10 @@ Chronos2Stats allocate_stats(const at::Tensor& context) {
 }
 
 void check_post(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q, int64_t p) {
-    if (!head.defined() || head.dim() != 3 || !head.is_contiguous() || head.size(2) != Q * p || !loc.defined() ||
-        !scale.defined() || loc.numel() != head.size(0) || scale.numel() != head.size(0) ||
-        loc.scalar_type() != c10::kFloat || scale.scalar_type() != c10::kFloat || !loc.is_contiguous() ||
-        !scale.is_contiguous() || loc.device() != head.device() || scale.device() != head.device()) {
+    if (!head.defined() || head.dim() != 3 || !head.is_contiguous() || head.size(2) != Q * p || !loc.defined() || !scale.defined() ||
+        loc.numel() != head.size(0) || scale.numel() != head.size(0) || loc.scalar_type() != c10::kFloat ||
+        scale.scalar_type() != c10::kFloat || !loc.is_contiguous() || !scale.is_contiguous() || loc.device() != head.device() ||
+        scale.device() != head.device()) {
         fail(Status::kInternal, "chronos2_postprocess: head must be contiguous [B, N, Q p], loc and scale fp32 [B] on its device");
     }
 }
@@ -202,8 +206,8 @@ Chronos2Stats chronos2_instance_stats_cpu(const at::Tensor& context, double eps)
     return o;
 }
 
-at::Tensor chronos2_postprocess_cpu(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale,
-                                    int64_t Q, int64_t p, bool arcsinh) {
+at::Tensor chronos2_postprocess_cpu(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q, int64_t p,
+                                    bool arcsinh) {
     check_post(head, loc, scale, Q, p);
     at::Tensor out = at::empty({head.size(0), Q, head.size(1) * p}, head.options().dtype(c10::kFloat));
     dispatch(head.scalar_type(), "chronos2_postprocess", [&](auto tag) {
@@ -235,8 +239,8 @@ Chronos2Stats chronos2_instance_stats(const at::Tensor& context, double eps) {
     return chronos2_instance_stats_cpu(context, eps);
 }
 
-at::Tensor chronos2_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q,
-                                int64_t p, bool arcsinh) {
+at::Tensor chronos2_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q, int64_t p,
+                                bool arcsinh) {
 #ifdef CN_WITH_CUDA
     if (head.is_cuda()) {
         check_post(head, loc, scale, Q, p);

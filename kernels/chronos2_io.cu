@@ -22,8 +22,7 @@ __device__ __forceinline__ float finite_or_max(float v) { return isinf(v) ? (v >
 
 // chronos2_io.cpp's instance_stats on one warp (every lane gets the results); IEEE division and square root,
 // no contraction of the square into the sums.
-__device__ __forceinline__ void warp_instance_stats(const float* __restrict__ x, int64_t L, float eps, float& loc_out,
-                                                    float& scale_out) {
+__device__ __forceinline__ void warp_instance_stats(const float* __restrict__ x, int64_t L, float eps, float& loc_out, float& scale_out) {
     const unsigned full = 0xffffffffu;
     const int lane = static_cast<int>(threadIdx.x % 32);
     int64_t count = 0;
@@ -46,8 +45,8 @@ __device__ __forceinline__ void warp_instance_stats(const float* __restrict__ x,
     scale_out = scale == 0.f ? eps : scale;
 }
 
-__global__ void instance_stats_kernel(const float* __restrict__ ctx, int64_t B, int64_t L, float eps,
-                                      float* __restrict__ locp, float* __restrict__ scalep) {
+__global__ void instance_stats_kernel(const float* __restrict__ ctx, int64_t B, int64_t L, float eps, float* __restrict__ locp,
+                                      float* __restrict__ scalep) {
     const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (b >= B) return;  // whole warps leave together
     float loc, scale;
@@ -59,10 +58,9 @@ __global__ void instance_stats_kernel(const float* __restrict__ ctx, int64_t B, 
 }
 
 template <class T>
-__global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __restrict__ fut, int64_t L, int64_t F,
-                                  int64_t P, int64_t N, int64_t p, float inv_ts, bool arcsinh, float eps, float minv,
-                                  T* __restrict__ feats, T* __restrict__ valid, T* __restrict__ bias,
-                                  float* __restrict__ locp, float* __restrict__ scalep) {
+__global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __restrict__ fut, int64_t L, int64_t F, int64_t P, int64_t N,
+                                  int64_t p, float inv_ts, bool arcsinh, float eps, float minv, T* __restrict__ feats,
+                                  T* __restrict__ valid, T* __restrict__ bias, float* __restrict__ locp, float* __restrict__ scalep) {
     const int64_t b = blockIdx.x;
     const float* x = ctx + b * L;
     __shared__ float stats[2];
@@ -119,9 +117,8 @@ __global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __
 }
 
 template <class T>
-__global__ void postprocess_kernel(const T* __restrict__ head, const float* __restrict__ loc,
-                                   const float* __restrict__ scale, int64_t N, int64_t Q, int64_t p, bool arcsinh,
-                                   float* __restrict__ out, int64_t total) {
+__global__ void postprocess_kernel(const T* __restrict__ head, const float* __restrict__ loc, const float* __restrict__ scale, int64_t N,
+                                   int64_t Q, int64_t p, bool arcsinh, float* __restrict__ out, int64_t total) {
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i >= total) return;
     // i indexes the output [B, Q, N p]
@@ -135,15 +132,24 @@ __global__ void postprocess_kernel(const T* __restrict__ head, const float* __re
     out[i] = __fadd_rn(__fmul_rn(v, scale[b]), loc[b]);
 }
 
-template <class T> float lowest();
-template <> float lowest<float>() { return -FLT_MAX; }
-template <> float lowest<__nv_bfloat16>() { return -3.38953139e38f; }  // -(2 - 2^-7) * 2^127
-template <> float lowest<__half>() { return -65504.f; }
+template <class T>
+float lowest();
+template <>
+float lowest<float>() {
+    return -FLT_MAX;
+}
+template <>
+float lowest<__nv_bfloat16>() {
+    return -3.38953139e38f;
+}  // -(2 - 2^-7) * 2^127
+template <>
+float lowest<__half>() {
+    return -65504.f;
+}
 
 }  // namespace
 
-void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p,
-                              Chronos2Prep& o) {
+void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p, Chronos2Prep& o) {
     c10::cuda::CUDAGuard guard(context.device());
     const int64_t B = context.size(0);
     if (B == 0) return;
@@ -152,11 +158,11 @@ void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& futur
     const float inv_ts = 1.0f / static_cast<float>(p.time_scale);
     CN_DISPATCH_FLOAT_TYPES(p.dtype, "chronos2_preprocess", [&] {
         preprocess_kernel<scalar_t><<<static_cast<unsigned>(B), 256, 0, stream>>>(
-            context.const_data_ptr<float>(), future.defined() ? future.const_data_ptr<float>() : nullptr,
-            context.size(1), future.defined() ? future.size(1) : 0, o.context_patches, p.output_patches, p.patch, inv_ts,
-            p.arcsinh, static_cast<float>(p.eps), lowest<scalar_t>(), reinterpret_cast<scalar_t*>(o.feats.data_ptr()),
-            reinterpret_cast<scalar_t*>(o.valid.data_ptr()), reinterpret_cast<scalar_t*>(o.time_bias.data_ptr()),
-            o.loc.data_ptr<float>(), o.scale.data_ptr<float>());
+            context.const_data_ptr<float>(), future.defined() ? future.const_data_ptr<float>() : nullptr, context.size(1),
+            future.defined() ? future.size(1) : 0, o.context_patches, p.output_patches, p.patch, inv_ts, p.arcsinh,
+            static_cast<float>(p.eps), lowest<scalar_t>(), reinterpret_cast<scalar_t*>(o.feats.data_ptr()),
+            reinterpret_cast<scalar_t*>(o.valid.data_ptr()), reinterpret_cast<scalar_t*>(o.time_bias.data_ptr()), o.loc.data_ptr<float>(),
+            o.scale.data_ptr<float>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
 }
@@ -168,15 +174,13 @@ void chronos2_instance_stats_cuda(const at::Tensor& context, double eps, Chronos
     constexpr int64_t kWarps = 4;  // rows per block
     const int64_t blocks = (B + kWarps - 1) / kWarps;
     if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "chronos2_instance_stats: too many rows for one launch");
-    instance_stats_kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * kWarps), 0,
-                            at::cuda::getCurrentCUDAStream()>>>(context.const_data_ptr<float>(), B, context.size(1),
-                                                                static_cast<float>(eps), o.loc.data_ptr<float>(),
-                                                                o.scale.data_ptr<float>());
+    instance_stats_kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * kWarps), 0, at::cuda::getCurrentCUDAStream()>>>(
+        context.const_data_ptr<float>(), B, context.size(1), static_cast<float>(eps), o.loc.data_ptr<float>(), o.scale.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q,
-                               int64_t p, bool arcsinh, const at::Tensor& out) {
+void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q, int64_t p, bool arcsinh,
+                               const at::Tensor& out) {
     c10::cuda::CUDAGuard guard(head.device());
     const int64_t total = out.numel();
     if (total == 0) return;
@@ -186,8 +190,8 @@ void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, co
     auto stream = at::cuda::getCurrentCUDAStream();
     CN_DISPATCH_FLOAT_TYPES(head.scalar_type(), "chronos2_postprocess", [&] {
         postprocess_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-            reinterpret_cast<const scalar_t*>(head.const_data_ptr()), loc.const_data_ptr<float>(),
-            scale.const_data_ptr<float>(), head.size(1), Q, p, arcsinh, out.data_ptr<float>(), total);
+            reinterpret_cast<const scalar_t*>(head.const_data_ptr()), loc.const_data_ptr<float>(), scale.const_data_ptr<float>(),
+            head.size(1), Q, p, arcsinh, out.data_ptr<float>(), total);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
 }

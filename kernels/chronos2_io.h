@@ -39,11 +39,11 @@
 namespace cn::kernels {
 
 struct Chronos2PrepParams {
-    int64_t patch = 0;            // p
-    int64_t output_patches = 0;   // N
-    double time_scale = 1.0;      // time_encoding_scale
+    int64_t patch = 0;           // p
+    int64_t output_patches = 0;  // N
+    double time_scale = 1.0;     // time_encoding_scale
     bool arcsinh = true;
-    double eps = 1e-5;            // replaces an exactly zero scale
+    double eps = 1e-5;  // replaces an exactly zero scale
     c10::ScalarType dtype = c10::kFloat;
 };
 
@@ -57,21 +57,20 @@ struct Chronos2Stats {
     at::Tensor loc, scale;
 };
 Chronos2Stats chronos2_instance_stats(const at::Tensor& context, double eps);
-at::Tensor chronos2_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t quantiles,
-                                int64_t patch, bool arcsinh);
+at::Tensor chronos2_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t quantiles, int64_t patch,
+                                bool arcsinh);
 
 Chronos2Prep chronos2_preprocess_cpu(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p);
 Chronos2Stats chronos2_instance_stats_cpu(const at::Tensor& context, double eps);
-at::Tensor chronos2_postprocess_cpu(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale,
-                                    int64_t quantiles, int64_t patch, bool arcsinh);
+at::Tensor chronos2_postprocess_cpu(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t quantiles,
+                                    int64_t patch, bool arcsinh);
 
 #ifdef CN_WITH_CUDA
 // Fill the outputs allocated by the dispatcher (shapes as above).
-void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p,
-                              Chronos2Prep& out);
+void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& p, Chronos2Prep& out);
 void chronos2_instance_stats_cuda(const at::Tensor& context, double eps, Chronos2Stats& out);
-void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t quantiles,
-                               int64_t patch, bool arcsinh, const at::Tensor& out);
+void chronos2_postprocess_cuda(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t quantiles, int64_t patch,
+                               bool arcsinh, const at::Tensor& out);
 #endif
 
 }  // namespace cn::kernels

@@ -23,13 +23,26 @@ __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 
-template <class T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) {
+    return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) {
+    return __float2half_rn(v);
+}
 
 // Rounds an fp32 value to T's precision and back (identity for float).
-template <class T> __device__ __forceinline__ float round_to(float v) { return to_f(from_f<T>(v)); }
+template <class T>
+__device__ __forceinline__ float round_to(float v) {
+    return to_f(from_f<T>(v));
+}
 
 // Sum over the block; every thread gets the result. Fixed tree order for a given blockDim.
 template <class T, int kMaxWarps = 32>
@@ -117,12 +130,21 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
 }  // namespace cn::kernels::cuda
 
 // Calls F<T>() with T the CUDA element type of a float / bf16 / f16 tensor; other dtypes are refused.
-#define CN_DISPATCH_FLOAT_TYPES(dtype, name, ...)                                                        \
-    [&] {                                                                                                \
-        switch (dtype) {                                                                                 \
-            case c10::kFloat: { using scalar_t = float; return __VA_ARGS__(); }                          \
-            case c10::kBFloat16: { using scalar_t = __nv_bfloat16; return __VA_ARGS__(); }               \
-            case c10::kHalf: { using scalar_t = __half; return __VA_ARGS__(); }                          \
-            default: ::cn::fail(::cn::Status::kUnsupported, std::string(name) + ": unsupported dtype");  \
-        }                                                                                                \
+#define CN_DISPATCH_FLOAT_TYPES(dtype, name, ...)                                                       \
+    [&] {                                                                                               \
+        switch (dtype) {                                                                                \
+            case c10::kFloat: {                                                                         \
+                using scalar_t = float;                                                                 \
+                return __VA_ARGS__();                                                                   \
+            }                                                                                           \
+            case c10::kBFloat16: {                                                                      \
+                using scalar_t = __nv_bfloat16;                                                         \
+                return __VA_ARGS__();                                                                   \
+            }                                                                                           \
+            case c10::kHalf: {                                                                          \
+                using scalar_t = __half;                                                                \
+                return __VA_ARGS__();                                                                   \
+            }                                                                                           \
+            default: ::cn::fail(::cn::Status::kUnsupported, std::string(name) + ": unsupported dtype"); \
+        }                                                                                               \
     }()

@@ -37,7 +37,7 @@ __global__ void token_embed_kernel(const int64_t* __restrict__ h1, const int64_t
 struct TimeTables {
     const void* t[5];  // hour, weekday, day, month, minute: the order of the sum
     int64_t rows[5];
-    int col[5];        // the stamp column of each
+    int col[5];  // the stamp column of each
 };
 
 template <class T>
@@ -60,8 +60,8 @@ __global__ void add_time_kernel(T* __restrict__ x, const float* __restrict__ sta
 
 }  // namespace
 
-at::Tensor kronos_token_embed_cuda(const at::Tensor& hist1, const at::Tensor& hist2, const at::Tensor& pos,
-                                   const at::Tensor& emb1, const at::Tensor& emb2, double scale) {
+at::Tensor kronos_token_embed_cuda(const at::Tensor& hist1, const at::Tensor& hist2, const at::Tensor& pos, const at::Tensor& emb1,
+                                   const at::Tensor& emb2, double scale) {
     check_token_embed(hist1, hist2, pos, emb1, emb2);
     c10::cuda::CUDAGuard guard(hist1.device());
     const int64_t N = hist1.size(0), d = emb1.size(1), total = N * 2 * d;
@@ -72,10 +72,10 @@ at::Tensor kronos_token_embed_cuda(const at::Tensor& hist1, const at::Tensor& hi
     if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "kronos_token_embed: too large for one launch");
     CN_DISPATCH_FLOAT_TYPES(emb1.scalar_type(), "kronos_token_embed", [&] {
         cuda::launch_pdl(token_embed_kernel<scalar_t>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0,
-                         at::cuda::getCurrentCUDAStream(), hist1.const_data_ptr<int64_t>(), hist2.const_data_ptr<int64_t>(),
-                         hist1.size(1), pos.const_data_ptr<int64_t>(), reinterpret_cast<const scalar_t*>(emb1.const_data_ptr()),
-                         emb1.size(0), reinterpret_cast<const scalar_t*>(emb2.const_data_ptr()), emb2.size(0), d,
-                         static_cast<float>(scale), reinterpret_cast<scalar_t*>(out.data_ptr()), total);
+                         at::cuda::getCurrentCUDAStream(), hist1.const_data_ptr<int64_t>(), hist2.const_data_ptr<int64_t>(), hist1.size(1),
+                         pos.const_data_ptr<int64_t>(), reinterpret_cast<const scalar_t*>(emb1.const_data_ptr()), emb1.size(0),
+                         reinterpret_cast<const scalar_t*>(emb2.const_data_ptr()), emb2.size(0), d, static_cast<float>(scale),
+                         reinterpret_cast<scalar_t*>(out.data_ptr()), total);
     });
     return out;
 }
@@ -97,9 +97,9 @@ void kronos_add_time_cuda_(const at::Tensor& x, const at::Tensor& stamps, const 
     const int64_t blocks = (total + threads - 1) / threads;
     if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "kronos_add_time_: too large for one launch");
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "kronos_add_time_", [&] {
-        cuda::launch_pdl(add_time_kernel<scalar_t>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0,
-                         at::cuda::getCurrentCUDAStream(), reinterpret_cast<scalar_t*>(x.data_ptr()), stamps.const_data_ptr<float>(),
-                         stamps.size(1), pos.const_data_ptr<int64_t>(), tt, x.size(1), total);
+        cuda::launch_pdl(add_time_kernel<scalar_t>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, at::cuda::getCurrentCUDAStream(),
+                         reinterpret_cast<scalar_t*>(x.data_ptr()), stamps.const_data_ptr<float>(), stamps.size(1),
+                         pos.const_data_ptr<int64_t>(), tt, x.size(1), total);
     });
 }
 

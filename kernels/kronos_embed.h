@@ -28,8 +28,8 @@ at::Tensor kronos_token_embed_cpu(const at::Tensor& hist1, const at::Tensor& his
                                   const at::Tensor& emb2, double scale);
 void kronos_add_time_cpu_(const at::Tensor& x, const at::Tensor& stamps, const at::Tensor& pos, const KronosTimeTables& t);
 #ifdef CN_WITH_CUDA
-at::Tensor kronos_token_embed_cuda(const at::Tensor& hist1, const at::Tensor& hist2, const at::Tensor& pos,
-                                   const at::Tensor& emb1, const at::Tensor& emb2, double scale);
+at::Tensor kronos_token_embed_cuda(const at::Tensor& hist1, const at::Tensor& hist2, const at::Tensor& pos, const at::Tensor& emb1,
+                                   const at::Tensor& emb2, double scale);
 void kronos_add_time_cuda_(const at::Tensor& x, const at::Tensor& stamps, const at::Tensor& pos, const KronosTimeTables& t);
 #endif
 

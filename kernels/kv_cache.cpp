@@ -9,11 +9,10 @@
 
 namespace cn::kernels {
 
-void check_kv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
-              const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq) {
-    if (!k_cache.defined() || k_cache.dim() != 4 || !k_cache.is_contiguous() || !v_cache.defined() ||
-        v_cache.sizes() != k_cache.sizes() || !v_cache.is_contiguous() || v_cache.scalar_type() != k_cache.scalar_type() ||
-        v_cache.device() != k_cache.device()) {
+void check_kv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache, const at::Tensor& v_cache,
+              const at::Tensor& pos, const at::Tensor& inv_freq) {
+    if (!k_cache.defined() || k_cache.dim() != 4 || !k_cache.is_contiguous() || !v_cache.defined() || v_cache.sizes() != k_cache.sizes() ||
+        !v_cache.is_contiguous() || v_cache.scalar_type() != k_cache.scalar_type() || v_cache.device() != k_cache.device()) {
         fail(Status::kInternal, "kv_cache: caches must be two contiguous [N, H, M, hd] tensors of one dtype and device");
     }
     for (const at::Tensor* t : {&q, &k, &v}) {
@@ -26,9 +25,8 @@ void check_kv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, con
     if (!pos.defined() || pos.numel() != 1 || pos.scalar_type() != c10::kLong || pos.device() != k_cache.device()) {
         fail(Status::kInternal, "kv_cache: pos must be one int64 on the cache's device");
     }
-    if (inv_freq.defined() && (inv_freq.dim() != 1 || inv_freq.size(0) * 2 != k_cache.size(3) ||
-                               inv_freq.scalar_type() != c10::kFloat || !inv_freq.is_contiguous() ||
-                               inv_freq.device() != k_cache.device())) {
+    if (inv_freq.defined() && (inv_freq.dim() != 1 || inv_freq.size(0) * 2 != k_cache.size(3) || inv_freq.scalar_type() != c10::kFloat ||
+                               !inv_freq.is_contiguous() || inv_freq.device() != k_cache.device())) {
         fail(Status::kInternal, "kv_cache: inv_freq must be fp32 [hd/2], contiguous, on the cache's device");
     }
 }
@@ -60,8 +58,8 @@ at::Tensor decode_attention_cpu(const at::Tensor& q, const at::Tensor& k_cache, 
     return a.reshape({N, H * hd});  // [N, H, 1, hd] -> heads merged
 }
 
-void rope_kv_append_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
-                     const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq) {
+void rope_kv_append_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                     const at::Tensor& pos, const at::Tensor& inv_freq) {
 #ifdef CN_WITH_CUDA
     if (k_cache.is_cuda()) return rope_kv_append_cuda_(q, k, v, k_cache, v_cache, pos, inv_freq);
 #endif

@@ -13,8 +13,8 @@
 
 namespace cn::kernels {
 
-void check_kv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
-              const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq);  // kv_cache.cpp
+void check_kv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache, const at::Tensor& v_cache,
+              const at::Tensor& pos, const at::Tensor& inv_freq);  // kv_cache.cpp
 
 namespace {
 
@@ -64,7 +64,7 @@ __global__ void rope_kv_append_kernel(T* q, View3 qv, const T* __restrict__ k, V
 
 constexpr int kAttnThreads = 256;  // 8 warps
 constexpr int kAttnWarps = kAttnThreads / 32;
-constexpr int kMaxHeadDim = 256;   // 8 values per lane
+constexpr int kMaxHeadDim = 256;  // 8 values per lane
 constexpr int64_t kMaxAttnRows = 8192;
 
 // One block per (row, head). Warp w owns cache rows j = w, w + 8, ...; lane l owns head dims l, l + 32, ...
@@ -85,9 +85,9 @@ struct Append {
 // in place too), then a barrier, so the row is read back like any other. q and the caches are then written in
 // this launch: no __restrict__ on them (no read-only cache path for data the kernel writes).
 template <class T, int PL, bool APPEND>
-__global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(T* q, View3 qv, T* kc, T* vc, int64_t H, int64_t M, int hd,
-                                                                     const int64_t* __restrict__ pos, float scale,
-                                                                     T* __restrict__ out, Append<T> ap) {
+__global__ void __launch_bounds__(kAttnThreads)
+    decode_attention_kernel(T* q, View3 qv, T* kc, T* vc, int64_t H, int64_t M, int hd, const int64_t* __restrict__ pos, float scale,
+                            T* __restrict__ out, Append<T> ap) {
     extern __shared__ float sm[];
     cuda::pdl_trigger();
     const int64_t nh = blockIdx.x, n = nh / H, h = nh % H;
@@ -125,8 +125,8 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(T* q, Vi
     }
     p = p < 0 ? 0 : (p >= M ? M - 1 : p);  // the caller guarantees 0 <= p < M; never read outside the cache
     const int64_t L = p + 1;
-    float* sc = sm;                 // [M] scores, then weights
-    float* part = sc + M;           // [kAttnWarps][hd] partial outputs
+    float* sc = sm;        // [M] scores, then weights
+    float* part = sc + M;  // [kAttnWarps][hd] partial outputs
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int per_lane = PL, kUnroll = 32 / PL;
     const T* qp = q + n * qv.s0 + h * qv.s1;
@@ -305,9 +305,8 @@ void rope_kv_append_cuda_(const at::Tensor& q, const at::Tensor& k, const at::Te
     CN_DISPATCH_FLOAT_TYPES(k_cache.scalar_type(), "rope_kv_append_", [&] {
         rope_kv_append_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
             q.defined() ? reinterpret_cast<scalar_t*>(q.data_ptr()) : nullptr, view_of(q),
-            reinterpret_cast<const scalar_t*>(k.const_data_ptr()), view_of(k),
-            reinterpret_cast<const scalar_t*>(v.const_data_ptr()), view_of(v), reinterpret_cast<scalar_t*>(k_cache.data_ptr()),
-            reinterpret_cast<scalar_t*>(v_cache.data_ptr()), H, M, half,
+            reinterpret_cast<const scalar_t*>(k.const_data_ptr()), view_of(k), reinterpret_cast<const scalar_t*>(v.const_data_ptr()),
+            view_of(v), reinterpret_cast<scalar_t*>(k_cache.data_ptr()), reinterpret_cast<scalar_t*>(v_cache.data_ptr()), H, M, half,
             inv_freq.defined() ? inv_freq.const_data_ptr<float>() : nullptr, pos.const_data_ptr<int64_t>(), total);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
@@ -322,7 +321,8 @@ at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache,
     check_kv(q, k, v, k_cache, v_cache, pos, inv_freq);
     if (append && k_cache.size(3) % 2 != 0) fail(Status::kInternal, "decode_attention_append: head dim must be even");
     const int64_t N = k_cache.size(0), H = k_cache.size(1), M = k_cache.size(2), hd = k_cache.size(3);
-    if (M > kMaxAttnRows || hd > kMaxHeadDim) fail(Status::kUnsupported, "decode_attention: cache longer than 8192 rows or head dim over 256");
+    if (M > kMaxAttnRows || hd > kMaxHeadDim)
+        fail(Status::kUnsupported, "decode_attention: cache longer than 8192 rows or head dim over 256");
     c10::cuda::CUDAGuard guard(k_cache.device());
     at::Tensor out = at::empty({N, H * hd}, k_cache.options());
     if (N * H == 0 || hd == 0 || M == 0) return out;
@@ -333,13 +333,14 @@ at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& k_cache,
         using T = scalar_t;
         auto pick = [&](auto app) {
             constexpr bool A = decltype(app)::value;
-            return pl <= 1 ? decode_attention_kernel<T, 1, A>
+            return pl <= 1   ? decode_attention_kernel<T, 1, A>
                    : pl <= 2 ? decode_attention_kernel<T, 2, A>
                    : pl <= 4 ? decode_attention_kernel<T, 4, A>
                              : decode_attention_kernel<T, 8, A>;
         };
         auto kernel = append ? pick(std::true_type{}) : pick(std::false_type{});
-        if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        if (smem > 48 * 1024)
+            C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         Append<T> ap;
         if (append) {
             ap.k = reinterpret_cast<const T*>(k.const_data_ptr());

@@ -26,10 +26,9 @@
 
 namespace cn::kernels {
 
-void rope_kv_append_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
-                     const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq);
-at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& pos,
-                            double scale);
+void rope_kv_append_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                     const at::Tensor& pos, const at::Tensor& inv_freq);
+at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& pos, double scale);
 at::Tensor decode_attention_append(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_cache,
                                    const at::Tensor& v_cache, const at::Tensor& pos, const at::Tensor& inv_freq, double scale);
 

@@ -42,7 +42,7 @@ int64_t launch(const at::Tensor& c) {
     const int blocks = static_cast<int>(want < 4096 ? want : 4096);
     auto stream = at::cuda::getCurrentCUDAStream();
     count_nonfinite_kernel<T><<<blocks, threads, 0, stream>>>(reinterpret_cast<const T*>(c.const_data_ptr()), n,
-                                                               reinterpret_cast<unsigned long long*>(out.data_ptr()));
+                                                              reinterpret_cast<unsigned long long*>(out.data_ptr()));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out.item<int64_t>();
 }

@@ -13,8 +13,14 @@
 namespace cn::kernels {
 namespace {
 
-template <class T> float round_to(float v) { return static_cast<float>(static_cast<T>(v)); }
-template <> float round_to<float>(float v) { return v; }
+template <class T>
+float round_to(float v) {
+    return static_cast<float>(static_cast<T>(v));
+}
+template <>
+float round_to<float>(float v) {
+    return v;
+}
 
 void check(const at::Tensor& x, const at::Tensor& weight, const char* what) {
     if (!x.defined() || !weight.defined()) fail(Status::kInternal, std::string(what) + ": undefined tensor");
@@ -67,15 +73,15 @@ at::Tensor run_cpu(at::Tensor& h, const at::Tensor& delta, const at::Tensor& wei
     const int64_t D = h.size(-1), rows = D ? h.numel() / D : 0;
     dispatch(h.scalar_type(), [&](auto tag) {
         using T = decltype(tag);
-        rows_cpu<T>(h.data_ptr<T>(), delta.defined() ? delta.const_data_ptr<T>() : nullptr, weight.const_data_ptr<T>(),
-                    out.data_ptr<T>(), rows, D, static_cast<float>(eps));
+        rows_cpu<T>(h.data_ptr<T>(), delta.defined() ? delta.const_data_ptr<T>() : nullptr, weight.const_data_ptr<T>(), out.data_ptr<T>(),
+                    rows, D, static_cast<float>(eps));
     });
     return out;
 }
 
 void check_delta(const at::Tensor& h, const at::Tensor& delta) {
-    if (!delta.defined() || delta.sizes() != h.sizes() || delta.scalar_type() != h.scalar_type() ||
-        delta.device() != h.device() || !delta.is_contiguous()) {
+    if (!delta.defined() || delta.sizes() != h.sizes() || delta.scalar_type() != h.scalar_type() || delta.device() != h.device() ||
+        !delta.is_contiguous()) {
         fail(Status::kInternal, "add_rms_norm: h and delta need the same shape, dtype, device and contiguity");
     }
 }

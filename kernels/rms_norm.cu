@@ -81,14 +81,14 @@ void launch(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_ou
     const int64_t per_row = vec ? D / V : D;
     const int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (per_row + 31) / 32 * 32)));
     auto stream = at::cuda::getCurrentCUDAStream();
-    cuda::launch_pdl(vec ? rms_norm_kernel<T, V> : rms_norm_kernel<T, 1>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream,
-                     xp, dp, hp, wp, op, D, static_cast<float>(eps));
+    cuda::launch_pdl(vec ? rms_norm_kernel<T, V> : rms_norm_kernel<T, 1>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, xp,
+                     dp, hp, wp, op, D, static_cast<float>(eps));
 }
 
 }  // namespace
 
-void rms_norm_cuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_out, const at::Tensor& weight,
-                   double eps, const at::Tensor& out) {
+void rms_norm_cuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_out, const at::Tensor& weight, double eps,
+                   const at::Tensor& out) {
     if (delta.defined() && !h_out.defined()) fail(Status::kInternal, "rms_norm_cuda: a delta needs h_out for the sum");
     c10::cuda::CUDAGuard guard(x.device());
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm", [&] { launch<scalar_t>(x, delta, h_out, weight, eps, out); });

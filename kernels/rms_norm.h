@@ -30,8 +30,8 @@ at::Tensor add_rms_norm_cpu(at::Tensor& h, const at::Tensor& delta, const at::Te
 #ifdef CN_WITH_CUDA
 // `h_out`, when defined, receives round_T(x + delta) (it may alias x); `delta` may be undefined, and when it is
 // defined `h_out` must be too.
-void rms_norm_cuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_out, const at::Tensor& weight,
-                   double eps, const at::Tensor& out);
+void rms_norm_cuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_out, const at::Tensor& weight, double eps,
+                   const at::Tensor& out);
 #endif
 
 }  // namespace cn::kernels

@@ -11,8 +11,14 @@
 namespace cn::kernels {
 namespace {
 
-template <class T> float round_to(float v) { return static_cast<float>(static_cast<T>(v)); }
-template <> float round_to<float>(float v) { return v; }
+template <class T>
+float round_to(float v) {
+    return static_cast<float>(static_cast<T>(v));
+}
+template <>
+float round_to<float>(float v) {
+    return v;
+}
 
 template <class T>
 void run(const at::Tensor& x, const float* inv, int64_t pos0) {
@@ -45,8 +51,8 @@ void check_rope(const at::Tensor& x, const at::Tensor& inv_freq, const at::Tenso
     if (!x.defined() || !inv_freq.defined() || x.dim() != 4 || x.size(3) % 2 != 0 || x.stride(3) != 1) {
         fail(Status::kInternal, "rope: x must be [B, S, H, dk] with an even, contiguous last dim");
     }
-    if (inv_freq.dim() != 1 || inv_freq.size(0) != x.size(3) / 2 || inv_freq.scalar_type() != c10::kFloat ||
-        !inv_freq.is_contiguous() || inv_freq.device() != x.device()) {
+    if (inv_freq.dim() != 1 || inv_freq.size(0) != x.size(3) / 2 || inv_freq.scalar_type() != c10::kFloat || !inv_freq.is_contiguous() ||
+        inv_freq.device() != x.device()) {
         fail(Status::kInternal, "rope: inv_freq must be fp32 [dk/2], contiguous, on x's device");
     }
 }

@@ -17,8 +17,8 @@ using cuda::round_to;
 using cuda::to_f;
 
 template <class T>
-__global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int64_t H, int64_t half, int64_t sb,
-                            int64_t ss, int64_t sh, int64_t total, int64_t pos0, const int64_t* __restrict__ pos_offset) {
+__global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int64_t H, int64_t half, int64_t sb, int64_t ss, int64_t sh,
+                            int64_t total, int64_t pos0, const int64_t* __restrict__ pos_offset) {
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (t >= total) return;
     const int64_t i = t % half;
@@ -48,9 +48,8 @@ void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, c
     auto stream = at::cuda::getCurrentCUDAStream();
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rope", [&] {
         rope_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-            reinterpret_cast<scalar_t*>(x.data_ptr()), inv_freq.const_data_ptr<float>(), x.size(1), x.size(2), half,
-            x.stride(0), x.stride(1), x.stride(2), total, pos0,
-            pos_offset.defined() ? pos_offset.const_data_ptr<int64_t>() : nullptr);
+            reinterpret_cast<scalar_t*>(x.data_ptr()), inv_freq.const_data_ptr<float>(), x.size(1), x.size(2), half, x.stride(0),
+            x.stride(1), x.stride(2), total, pos0, pos_offset.defined() ? pos_offset.const_data_ptr<int64_t>() : nullptr);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
 }

@@ -19,14 +19,14 @@ void check_top_p(const at::Tensor& logits) {
 }
 
 void check_draw(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist, const at::Tensor& pos) {
-    if (!probs.defined() || probs.dim() != 2 || probs.scalar_type() != c10::kFloat || !probs.is_contiguous() ||
-        !noise.defined() || noise.sizes() != probs.sizes() || noise.scalar_type() != c10::kFloat || !noise.is_contiguous() ||
+    if (!probs.defined() || probs.dim() != 2 || probs.scalar_type() != c10::kFloat || !probs.is_contiguous() || !noise.defined() ||
+        noise.sizes() != probs.sizes() || noise.scalar_type() != c10::kFloat || !noise.is_contiguous() ||
         noise.device() != probs.device()) {
         fail(Status::kInternal, "draw_token: probs and noise must be contiguous fp32 [N, V] on one device");
     }
-    if (hist.defined() && (hist.dim() != 2 || hist.size(0) != probs.size(0) || hist.scalar_type() != c10::kLong ||
-                           hist.stride(1) != 1 || hist.device() != probs.device() || !pos.defined() || pos.numel() != 1 ||
-                           pos.scalar_type() != c10::kLong || pos.device() != probs.device())) {
+    if (hist.defined() && (hist.dim() != 2 || hist.size(0) != probs.size(0) || hist.scalar_type() != c10::kLong || hist.stride(1) != 1 ||
+                           hist.device() != probs.device() || !pos.defined() || pos.numel() != 1 || pos.scalar_type() != c10::kLong ||
+                           pos.device() != probs.device())) {
         fail(Status::kInternal, "draw_token: hist must be int64 [N, L] with pos one int64, on the probs' device");
     }
 }
@@ -63,8 +63,8 @@ at::Tensor draw_token(const at::Tensor& probs, const at::Tensor& noise, const at
     return draw_token_cpu(probs, noise, hist, pos);
 }
 
-at::Tensor top_p_draw_composite(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise,
-                                const at::Tensor& hist, const at::Tensor& pos, const at::Tensor& probs_out) {
+at::Tensor top_p_draw_composite(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise, const at::Tensor& hist,
+                                const at::Tensor& pos, const at::Tensor& probs_out) {
     check_top_p(logits);
     if (probs_out.defined() && (probs_out.sizes() != logits.sizes() || probs_out.scalar_type() != c10::kFloat)) {
         fail(Status::kInternal, "top_p_draw: probs_out must be fp32 [N, V]");

@@ -12,7 +12,7 @@
 
 namespace cn::kernels {
 
-void check_top_p(const at::Tensor& logits);                                                                       // sampling.cpp
+void check_top_p(const at::Tensor& logits);                                                                        // sampling.cpp
 void check_draw(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist, const at::Tensor& pos);  // sampling.cpp
 
 namespace {
@@ -129,8 +129,8 @@ __device__ Best top_p_row(const float* sorted, const Idx* idx, float* __restrict
     return best;
 }
 
-__global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __restrict__ idx, float* __restrict__ out,
-                             int64_t V, float top_p) {
+__global__ void top_p_kernel(const float* __restrict__ sorted, const int64_t* __restrict__ idx, float* __restrict__ out, int64_t V,
+                             float top_p) {
     const int64_t r = blockIdx.x;
     top_p_row(sorted + r * V, idx + r * V, out + r * V, V, top_p);
 }
@@ -190,8 +190,8 @@ struct Draw {  // top_p_fused_kernel's optional draw from its own probabilities 
 // registers, the others go through shared memory (two barriers each).
 // With a draw (dr.tok set) the block then draws the row's token from the probabilities it wrote.
 template <int R>
-__global__ void __launch_bounds__(kTopPThreads) top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out,
-                                                                   int64_t V, float top_p, Draw dr) {
+__global__ void __launch_bounds__(kTopPThreads)
+    top_p_fused_kernel(const float* __restrict__ logits, float* __restrict__ out, int64_t V, float top_p, Draw dr) {
     constexpr int P2 = R * kTopPThreads;
     // The exchange buffer of the sort; after it, the sorted values (first half of its bytes) and their indices.
     __shared__ unsigned long long comp_s[P2];
@@ -296,9 +296,9 @@ at::Tensor top_p_draw_cuda(const at::Tensor& logits, double temperature, double 
                            const at::Tensor& pos, const at::Tensor& probs_out) {
     check_top_p(logits);
     const int64_t N = logits.size(0), V = logits.size(1);
-    if (probs_out.defined() && (probs_out.sizes() != logits.sizes() || !probs_out.is_contiguous() ||
-                                probs_out.scalar_type() != c10::kFloat || probs_out.device() != logits.device() ||
-                                probs_out.data_ptr() == logits.data_ptr())) {
+    if (probs_out.defined() &&
+        (probs_out.sizes() != logits.sizes() || !probs_out.is_contiguous() || probs_out.scalar_type() != c10::kFloat ||
+         probs_out.device() != logits.device() || probs_out.data_ptr() == logits.data_ptr())) {
         fail(Status::kInternal, "top_p_draw: probs_out must be contiguous fp32 [N, V] on the logits' device, apart from them");
     }
     if (V > kMaxFusedVocab || V == 0 || N == 0) return top_p_draw_composite(logits, temperature, top_p, noise, hist, pos, probs_out);

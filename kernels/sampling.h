@@ -43,8 +43,8 @@ at::Tensor top_p_draw_composite(const at::Tensor& logits, double temperature, do
 #ifdef CN_WITH_CUDA
 at::Tensor top_p_probs_cuda(const at::Tensor& logits, double top_p);
 at::Tensor draw_token_cuda(const at::Tensor& probs, const at::Tensor& noise, const at::Tensor& hist = {}, const at::Tensor& pos = {});
-at::Tensor top_p_draw_cuda(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise,
-                           const at::Tensor& hist = {}, const at::Tensor& pos = {}, const at::Tensor& probs_out = {});
+at::Tensor top_p_draw_cuda(const at::Tensor& logits, double temperature, double top_p, const at::Tensor& noise, const at::Tensor& hist = {},
+                           const at::Tensor& pos = {}, const at::Tensor& probs_out = {});
 #endif
 
 }  // namespace cn::kernels

@@ -46,10 +46,9 @@ at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
     return series_linear_blocked(x, w, b, dim, kSeriesLinearBlock);
 }
 
-at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim,
-                                 int64_t block) {
-    if (block < 1 || !x.defined() || !w.defined() || w.dim() != 2 || x.dim() != 3 || dim < 0 || dim > 1 ||
-        x.size(-1) != w.size(1) || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0)))) {
+at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, int64_t block) {
+    if (block < 1 || !x.defined() || !w.defined() || w.dim() != 2 || x.dim() != 3 || dim < 0 || dim > 1 || x.size(-1) != w.size(1) ||
+        (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0)))) {
         fail(Status::kInternal, "series_linear: x [n, R, K] or [R, n, K] (series along dim 0 or 1), w [N, K], b [N]");
     }
     std::vector<int64_t> shape = x.sizes().vec();

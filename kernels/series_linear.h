@@ -29,8 +29,7 @@ at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
 
 // The same with another block width: for benchmarks only (the width is part of the rounding: models use the
 // constant above, so a series' bits never change with a setting).
-at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim,
-                                 int64_t block);
+at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, int64_t block);
 
 // Whether the CPU path can pin MKL to one thread per GEMM (false for a LibTorch without MKL: then the GEMMs
 // run with the BLAS's own threading and results may depend on the thread count).

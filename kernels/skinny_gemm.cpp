@@ -18,9 +18,9 @@ namespace {
 // device), with 1 <= R <= max_rows.
 bool operands_fit(const at::Tensor& x, const at::Tensor& w, int64_t max_rows) {
     return x.defined() && w.defined() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(0) >= 1 &&
-           x.size(0) <= max_rows && x.size(1) % 8 == 0 && x.is_contiguous() && w.is_contiguous() &&
-           x.scalar_type() == w.scalar_type() && x.device() == w.device() &&
-           reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0;
+           x.size(0) <= max_rows && x.size(1) % 8 == 0 && x.is_contiguous() && w.is_contiguous() && x.scalar_type() == w.scalar_type() &&
+           x.device() == w.device() && reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0;
 }
 
 }  // namespace
@@ -38,7 +38,8 @@ void check_options(const at::Tensor& x, const at::Tensor& w, const SkinnyOptions
     if (o.norm_weight.defined() && (o.norm_weight.dim() != 1 || o.norm_weight.size(0) != x.size(-1))) {
         fail(Status::kInternal, "skinny_linear: norm weight must be [K]");
     }
-    if (o.swiglu && (w.size(0) % 2 != 0 || o.residual.defined())) fail(Status::kInternal, "skinny_linear: swiglu needs 2F rows, no residual");
+    if (o.swiglu && (w.size(0) % 2 != 0 || o.residual.defined()))
+        fail(Status::kInternal, "skinny_linear: swiglu needs 2F rows, no residual");
     if (o.residual.defined() && (o.residual.dim() != 2 || o.residual.size(0) != x.size(0) || o.residual.size(1) != w.size(0))) {
         fail(Status::kInternal, "skinny_linear: residual must be [M, N]");
     }
@@ -47,7 +48,8 @@ void check_options(const at::Tensor& x, const at::Tensor& w, const SkinnyOptions
 }  // namespace
 
 at::Tensor skinny_linear_composite(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, const SkinnyOptions& o) {
-    if (o.rows.defined() && (o.rows.dim() != 1 || o.rows.scalar_type() != c10::kLong)) fail(Status::kInternal, "skinny_linear: rows must be int64 [M]");
+    if (o.rows.defined() && (o.rows.dim() != 1 || o.rows.scalar_type() != c10::kLong))
+        fail(Status::kInternal, "skinny_linear: rows must be int64 [M]");
     const at::Tensor x = o.rows.defined() ? at::embedding(x_in, o.rows) : x_in;
     check_options(x, w, o);
     at::Tensor in = x;

@@ -20,14 +20,17 @@ using cuda::to_f;
 constexpr int kWarps = 8, kCols = 2;
 
 // Eight consecutive weights from one 16-byte load, as fp32.
-template <class T> struct Vec8;
-template <> struct Vec8<float> {
+template <class T>
+struct Vec8;
+template <>
+struct Vec8<float> {
     static __device__ __forceinline__ void load(const float* p, float (&v)[8]) {
         const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
         v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
     }
 };
-template <class H> struct Vec8Half {
+template <class H>
+struct Vec8Half {
     static __device__ __forceinline__ void load(const H* p, float (&v)[8]) {
         const uint4 a = *reinterpret_cast<const uint4*>(p);
         const H* h = reinterpret_cast<const H*>(&a);
@@ -35,8 +38,10 @@ template <class H> struct Vec8Half {
         for (int i = 0; i < 8; ++i) v[i] = to_f(h[i]);
     }
 };
-template <> struct Vec8<__nv_bfloat16> : Vec8Half<__nv_bfloat16> {};
-template <> struct Vec8<__half> : Vec8Half<__half> {};
+template <>
+struct Vec8<__nv_bfloat16> : Vec8Half<__nv_bfloat16> {};
+template <>
+struct Vec8<__half> : Vec8Half<__half> {};
 
 // NORM: x is RMS-normalised as it is loaded. fp32: the scale is applied after the sum (sum_k (g_k x_k) w_nk *
 // rsqrt(var + eps), the row's sum of squares taken by every warp from the loads it makes anyway: no barrier);
@@ -46,9 +51,8 @@ template <> struct Vec8<__half> : Vec8Half<__half> {};
 // swiglu(out_j, out_{j+N/2}) to column j of an [M, N/2] output.
 template <class T, int MR, bool NORM, bool GLU>
 __global__ void __launch_bounds__(kWarps * 32)
-    skinny_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, const T* __restrict__ norm_w,
-                  float eps, const T* __restrict__ residual, T* __restrict__ out, int M, int K, int N,
-                  const int64_t* __restrict__ rows, int64_t V) {
+    skinny_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, const T* __restrict__ norm_w, float eps,
+                  const T* __restrict__ residual, T* __restrict__ out, int M, int K, int N, const int64_t* __restrict__ rows, int64_t V) {
     // No shared memory and no barrier (but the half-precision norm's): every load of the step is independent
     // (x's few rows are read by every warp and stay in L1), so one launch costs about one memory round trip.
     constexpr bool kScaleAfter = NORM && std::is_same_v<T, float>;
@@ -183,8 +187,10 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
         (o.swiglu && (o.residual.defined() || w.size(0) % 2 != 0)) || bad(b, {w.size(0)}) || bad(o.norm_weight, {w.size(1)}) ||
         bad(o.residual, {rows_in, w.size(0)}) ||
         (o.norm_weight.defined() && reinterpret_cast<uintptr_t>(o.norm_weight.const_data_ptr()) % 16 != 0)) {
-        fail(Status::kInternal, "skinny_linear: x [M <= 16, K % 8 == 0] (or a table with rows [M]), w [N, K] 16-byte aligned (N "
-                                "even with swiglu, then no residual), b [N], norm weight [K] 16-byte aligned, residual [M, N]: contiguous, one dtype and device");
+        fail(Status::kInternal,
+             "skinny_linear: x [M <= 16, K % 8 == 0] (or a table with rows [M]), w [N, K] 16-byte aligned (N "
+             "even with swiglu, then no residual), b [N], norm weight [K] 16-byte aligned, residual [M, N]: contiguous, one dtype and "
+             "device");
     }
     if (x.size(0) > INT32_MAX) fail(Status::kInvalidArgument, "skinny_linear: table over 2^31 rows");
     c10::cuda::CUDAGuard guard(x.device());
@@ -209,11 +215,16 @@ at::Tensor skinny_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at
             cuda::launch_pdl(kernel, dim3(blocks), dim3(threads), 0, stream, xp, wp, bp, gp, eps, rp, op, M, K, N,
                              o.rows.defined() ? o.rows.const_data_ptr<int64_t>() : nullptr, x.size(0));
         };
-        if (M <= 1) launch(std::integral_constant<int, 1>{});
-        else if (M <= 2) launch(std::integral_constant<int, 2>{});
-        else if (M <= 4) launch(std::integral_constant<int, 4>{});
-        else if (M <= 8) launch(std::integral_constant<int, 8>{});
-        else launch(std::integral_constant<int, 16>{});
+        if (M <= 1)
+            launch(std::integral_constant<int, 1>{});
+        else if (M <= 2)
+            launch(std::integral_constant<int, 2>{});
+        else if (M <= 4)
+            launch(std::integral_constant<int, 4>{});
+        else if (M <= 8)
+            launch(std::integral_constant<int, 8>{});
+        else
+            launch(std::integral_constant<int, 16>{});
     });
     return out;
 }

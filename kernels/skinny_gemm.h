@@ -32,9 +32,9 @@ namespace cn::kernels {
 struct SkinnyOptions {
     at::Tensor norm_weight;  // defined: RMS norm of x first
     double norm_eps = 1e-5;
-    bool swiglu = false;     // w = [w1 | w3]: swiglu of the result
-    at::Tensor residual;     // defined: added to the result
-    at::Tensor rows;         // defined: x is a table, the input rows are x[rows]
+    bool swiglu = false;  // w = [w1 | w3]: swiglu of the result
+    at::Tensor residual;  // defined: added to the result
+    at::Tensor rows;      // defined: x is a table, the input rows are x[rows]
 };
 
 bool skinny_linear_fits(const at::Tensor& x, const at::Tensor& w);

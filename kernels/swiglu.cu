@@ -40,8 +40,7 @@ at::Tensor swiglu_cuda(const at::Tensor& x) {
     if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "swiglu: tensor too large for one launch");
     CN_DISPATCH_FLOAT_TYPES(x.scalar_type(), "swiglu", [&] {
         swiglu_kernel<scalar_t><<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            reinterpret_cast<const scalar_t*>(x.const_data_ptr()), reinterpret_cast<scalar_t*>(out.data_ptr()), F,
-            x.stride(0), total);
+            reinterpret_cast<const scalar_t*>(x.const_data_ptr()), reinterpret_cast<scalar_t*>(out.data_ptr()), F, x.stride(0), total);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     return out;

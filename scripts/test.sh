@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: sets up what is missing, builds, runs every C++ test (ctest; "gpu"-labelled
 # tests skip without a CUDA device), the Go tests with the race detector, a short fuzz run of the server's request
-# decoding, go vet of examples/go and a gofmt check.
+# decoding, go vet of examples/go, a gofmt check and the C/C++ format check (scripts/check_format.sh).
 #   scripts/test.sh [--no-go]      (--no-go on machines without Go, e.g. the CUDA machine)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -28,6 +28,8 @@ echo "flags: $(grep -m1 -o -w -E 'avx2|avx512f|fma|amx_tile' /proc/cpuinfo 2>/de
 failed=()
 echo "== ctest"
 (cd "$CN_BUILD" && ctest --output-on-failure -j "${CN_JOBS:-$(nproc)}") || failed+=("ctest")
+echo "== clang-format (C/C++/CUDA)"
+"$CN_ROOT/scripts/check_format.sh" || failed+=("format")
 if [ "$run_go" = 1 ]; then
     echo "== go test -race"
     "$CN_ROOT/scripts/go.sh" test -race -count=1 ./... || failed+=("go test")

@@ -113,10 +113,10 @@ CN_API uint32_t cn_cpu_numerics(const char** description);
 
 typedef enum cn_status {
     CN_STATUS_OK = 0,
-    CN_STATUS_INVALID_ARGUMENT = 1,     /* a NULL pointer, a bad value, a size that does not match */
-    CN_STATUS_NOT_FOUND = 2,            /* a file or directory that does not exist */
-    CN_STATUS_UNSUPPORTED = 3,          /* this model kind / device / mode cannot do that (in this build) */
-    CN_STATUS_MODEL_FORMAT = 4,         /* a corrupt or inconsistent checkpoint or config */
+    CN_STATUS_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad value, a size that does not match */
+    CN_STATUS_NOT_FOUND = 2,        /* a file or directory that does not exist */
+    CN_STATUS_UNSUPPORTED = 3,      /* this model kind / device / mode cannot do that (in this build) */
+    CN_STATUS_MODEL_FORMAT = 4,     /* a corrupt or inconsistent checkpoint or config */
     CN_STATUS_OUT_OF_HOST_MEMORY = 5,
     CN_STATUS_OUT_OF_DEVICE_MEMORY = 6, /* the model stays usable; retry with a smaller request */
     CN_STATUS_CANCELLED = 7,            /* cn_run_options_cancel was called */
@@ -167,11 +167,11 @@ typedef enum cn_dtype {
 
 typedef enum cn_model_kind {
     CN_MODEL_KIND_UNKNOWN = 0,
-    CN_MODEL_KIND_CHRONOS2 = 1,   /* forecast */
-    CN_MODEL_KIND_KRONOS = 2,     /* forecast (OHLCV, sampled) */
-    CN_MODEL_KIND_EMBEDDING = 3,  /* embed */
-    CN_MODEL_KIND_ZIMAGE = 4,     /* generate */
-    CN_MODEL_KIND_TOTO = 5        /* forecast (reserved) */
+    CN_MODEL_KIND_CHRONOS2 = 1,  /* forecast */
+    CN_MODEL_KIND_KRONOS = 2,    /* forecast (OHLCV, sampled) */
+    CN_MODEL_KIND_EMBEDDING = 3, /* embed */
+    CN_MODEL_KIND_ZIMAGE = 4,    /* generate */
+    CN_MODEL_KIND_TOTO = 5       /* forecast (reserved) */
 } cn_model_kind;
 
 /* Execution modes. The contract: every mode computes the same function; outputs match fp32 EAGER within the
@@ -208,14 +208,14 @@ typedef struct cn_model cn_model;
 
 /* Parameters of cn_model_create. Fill with cn_model_params_init, then change fields. */
 typedef struct cn_model_params {
-    uint64_t struct_size;        /* set by cn_model_params_init; do not change */
-    int32_t device_type;         /* cn_device_type; default CN_DEVICE_CPU */
-    int32_t device_index;        /* CUDA ordinal; default 0 */
-    int32_t dtype;               /* cn_dtype of weights and compute; default CN_DTYPE_F32 */
-    int32_t mode;                /* initial cn_mode; default CN_MODE_EAGER */
-    int32_t n_threads;           /* CPU intra-op threads for this process; 0 = leave as is */
-    int32_t check_tensors;       /* nonzero: reject weights holding NaN/Inf (slower load); default 0 */
-    int32_t mmap_weights;        /* nonzero: CPU weights stored in the checkpoint's dtype alias the file
+    uint64_t struct_size;  /* set by cn_model_params_init; do not change */
+    int32_t device_type;   /* cn_device_type; default CN_DEVICE_CPU */
+    int32_t device_index;  /* CUDA ordinal; default 0 */
+    int32_t dtype;         /* cn_dtype of weights and compute; default CN_DTYPE_F32 */
+    int32_t mode;          /* initial cn_mode; default CN_MODE_EAGER */
+    int32_t n_threads;     /* CPU intra-op threads for this process; 0 = leave as is */
+    int32_t check_tensors; /* nonzero: reject weights holding NaN/Inf (slower load); default 0 */
+    int32_t mmap_weights;  /* nonzero: CPU weights stored in the checkpoint's dtype alias the file
                                     mapping (zero-copy; the file must not be truncated while loaded, or the
                                     process gets SIGBUS); default 0: copy at load */
     int32_t reserved0;
@@ -233,8 +233,7 @@ CN_API void cn_model_params_init(cn_model_params* params);
  * (corrupt or inconsistent files; the message names file and field/tensor), UNSUPPORTED (unknown kind,
  * CUDA requested in a CPU build or with no device), OUT_OF_HOST_MEMORY, OUT_OF_DEVICE_MEMORY.
  * Thread-safe (different models may be created concurrently). */
-CN_API cn_status cn_model_create(const char* model_dir, const cn_model_params* params, cn_model** out,
-                                 cn_error* err);
+CN_API cn_status cn_model_create(const char* model_dir, const cn_model_params* params, cn_model** out, cn_error* err);
 
 /* Frees the model and all its memory. NULL is accepted. Must not be called while another call uses the
  * model. */
@@ -243,11 +242,11 @@ CN_API void cn_model_free(cn_model* model);
 /* Fixed facts about a loaded model. Fill with cn_model_info_init first (sets struct_size). */
 typedef struct cn_model_info {
     uint64_t struct_size;
-    int32_t kind;                /* cn_model_kind */
-    int32_t device_type;         /* cn_device_type */
+    int32_t kind;        /* cn_model_kind */
+    int32_t device_type; /* cn_device_type */
     int32_t device_index;
-    int32_t dtype;               /* cn_dtype */
-    int32_t mode;                /* cn_mode (current) */
+    int32_t dtype; /* cn_dtype */
+    int32_t mode;  /* cn_mode (current) */
     int32_t reserved0;
     uint64_t n_parameters;       /* number of weight elements */
     uint64_t weight_bytes;       /* bytes the weights take on their device */
@@ -271,14 +270,12 @@ CN_API cn_status cn_model_get_info(const cn_model* model, cn_model_info* info, c
  * buffer: writes at most `capacity` bytes including the terminating NUL and always stores the full size
  * (NUL included) in *size_out; call with buf NULL / capacity 0 to query. If capacity is too small, buf
  * holds a truncated, NUL-terminated prefix and INVALID_ARGUMENT is returned. Thread-safe. */
-CN_API cn_status cn_model_describe(const cn_model* model, char* buf, size_t capacity, size_t* size_out,
-                                   cn_error* err);
+CN_API cn_status cn_model_describe(const cn_model* model, char* buf, size_t capacity, size_t* size_out, cn_error* err);
 
 /* The model's own quantile levels (forecasters with quantile heads), ascending, into a caller buffer of
  * `capacity` floats; *count_out receives the number (query with buf NULL / capacity 0). UNSUPPORTED for
  * models without quantiles. Thread-safe. */
-CN_API cn_status cn_model_get_quantiles(const cn_model* model, float* buf, size_t capacity,
-                                        size_t* count_out, cn_error* err);
+CN_API cn_status cn_model_get_quantiles(const cn_model* model, float* buf, size_t capacity, size_t* count_out, cn_error* err);
 
 /* Switches the execution mode. Statuses: UNSUPPORTED (e.g. GRAPH on CPU), BUSY (a call is running on this
  * model; nothing changed), OUT_OF_DEVICE_MEMORY. Safe to call from any thread; never waits for calls. */
@@ -318,8 +315,7 @@ CN_API void cn_run_options_reset(cn_run_options* opts);
 
 /* Progress of the call using these options: units done and total (batches, tokens or steps). Thread-safe;
  * either output may be NULL. */
-CN_API cn_status cn_run_options_get_progress(const cn_run_options* opts, uint64_t* done, uint64_t* total,
-                                             cn_error* err);
+CN_API cn_status cn_run_options_get_progress(const cn_run_options* opts, uint64_t* done, uint64_t* total, cn_error* err);
 
 /* ===================================================================================================== */
 /* Forecasting (Chronos-2, Kronos)                                                                       */
@@ -338,22 +334,20 @@ CN_API void cn_forecast_request_free(cn_forecast_request* req);
  * `group` joins series into one multivariate task: series with the same non-negative group id are
  * forecast jointly; -1 makes the series a task of its own. Its index (0, 1, ...) goes to *index_out if not
  * NULL; outputs follow this order. */
-CN_API cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* values, size_t length,
-                                                int64_t group, size_t* index_out, cn_error* err);
+CN_API cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* values, size_t length, int64_t group,
+                                                size_t* index_out, cn_error* err);
 
 /* Appends a numeric covariate to the task of series `series_index` (the task's group). `past` has the
  * same length as that series; `future` (may be NULL with future_length 0) holds known future values for
  * the first future_length (≤ horizon) steps; NaN = unknown. Covariates are inputs only: they produce no
  * output rows. */
-CN_API cn_status cn_forecast_request_add_covariate(cn_forecast_request* req, size_t series_index,
-                                                   const float* past, size_t past_length, const float* future,
-                                                   size_t future_length, cn_error* err);
+CN_API cn_status cn_forecast_request_add_covariate(cn_forecast_request* req, size_t series_index, const float* past, size_t past_length,
+                                                   const float* future, size_t future_length, cn_error* err);
 
 /* Appends a categorical covariate (UTF-8 labels; NULL entries = missing), encoded as the reference
  * pipeline encodes it. Same lengths as cn_forecast_request_add_covariate. */
-CN_API cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_request* req, size_t series_index,
-                                                               const char* const* past, size_t past_length,
-                                                               const char* const* future, size_t future_length,
+CN_API cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_request* req, size_t series_index, const char* const* past,
+                                                               size_t past_length, const char* const* future, size_t future_length,
                                                                cn_error* err);
 
 /* Sets timestamps (Unix seconds, UTC, strictly increasing) for series `series_index`: `history` has the
@@ -364,9 +358,8 @@ CN_API cn_status cn_forecast_request_add_categorical_covariate(cn_forecast_reque
  * no NaN/Inf; every series gets its own mean path; `samples` receives each sampled path. The run options'
  * seed seeds the sampler right before inference (CPU: the same tokens as the reference after
  * torch.manual_seed(seed)). */
-CN_API cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, size_t series_index,
-                                                    const int64_t* history, size_t history_length,
-                                                    const int64_t* future, size_t future_length, cn_error* err);
+CN_API cn_status cn_forecast_request_set_timestamps(cn_forecast_request* req, size_t series_index, const int64_t* history,
+                                                    size_t history_length, const int64_t* future, size_t future_length, cn_error* err);
 
 /* Sets the number of steps to forecast (≥ 1; ≤ the model's max_horizon). */
 CN_API cn_status cn_forecast_request_set_horizon(cn_forecast_request* req, int64_t horizon, cn_error* err);
@@ -374,22 +367,21 @@ CN_API cn_status cn_forecast_request_set_horizon(cn_forecast_request* req, int64
 /* Sets the quantile levels to return, in the order given, each in (0, 1); levels the model lacks are
  * interpolated linearly between the model's levels and held flat beyond its outermost ones, as the
  * reference does. Not called: the model's own levels, ascending. */
-CN_API cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, const float* levels, size_t count,
-                                                   cn_error* err);
+CN_API cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, const float* levels, size_t count, cn_error* err);
 
 /* Sampling parameters of sampled forecasters (Kronos): temperature > 0, top_k ≥ 0 (0 = off; > 0 disables
  * top_p), top_p in (0, 1], sample_count ≥ 1 paths averaged into the mean. */
-CN_API cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float temperature, int32_t top_k,
-                                                  float top_p, int32_t sample_count, cn_error* err);
+CN_API cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float temperature, int32_t top_k, float top_p,
+                                                  int32_t sample_count, cn_error* err);
 
 /* Shape of a forecast's outputs. Fill with cn_forecast_shape_init first. */
 typedef struct cn_forecast_shape {
     uint64_t struct_size;
-    uint64_t n_series;    /* target series of the request, in order of cn_forecast_request_add_series */
-    uint64_t n_outputs;   /* per step: quantile levels (Chronos-2), or 1 (Kronos: the mean path of the series) */
+    uint64_t n_series;  /* target series of the request, in order of cn_forecast_request_add_series */
+    uint64_t n_outputs; /* per step: quantile levels (Chronos-2), or 1 (Kronos: the mean path of the series) */
     uint64_t horizon;
-    uint64_t n_values;    /* n_series * n_outputs * horizon: floats the `out` buffer of cn_forecast needs */
-    uint64_t n_samples;   /* sampled forecasters: sample paths per series; 0 otherwise */
+    uint64_t n_values;        /* n_series * n_outputs * horizon: floats the `out` buffer of cn_forecast needs */
+    uint64_t n_samples;       /* sampled forecasters: sample paths per series; 0 otherwise */
     uint64_t n_sample_values; /* n_series * n_samples * n_outputs * horizon: floats of `samples` */
 } cn_forecast_shape;
 
@@ -406,8 +398,7 @@ CN_API void cn_forecast_shape_init(cn_forecast_shape* shape);
 
 /* Computes the output shape of `req` on `model` without running it (validates the request's structure and
  * the CN_FORECAST_MAX_VALUES bound). */
-CN_API cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request* req,
-                                       cn_forecast_shape* shape, cn_error* err);
+CN_API cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request* req, cn_forecast_shape* shape, cn_error* err);
 
 /* Runs the forecast. `out` is caller-allocated with `out_count` ≥ shape.n_values floats, written as
  * [series][output][horizon] (quantile-major for Chronos-2). `samples` (may be NULL with samples_count 0)
@@ -415,8 +406,8 @@ CN_API cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_
  * Statuses: INVALID_ARGUMENT (the message names the field: empty/all-NaN series, Inf, horizon, covariate
  * lengths, buffer too small, ...), UNSUPPORTED (model kind cannot forecast), CANCELLED, DEADLINE_EXCEEDED,
  * OUT_OF_DEVICE_MEMORY (model remains usable). Thread-safe per the header's model rules. */
-CN_API cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn_run_options* opts, float* out,
-                             size_t out_count, float* samples, size_t samples_count, cn_error* err);
+CN_API cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn_run_options* opts, float* out, size_t out_count,
+                             float* samples, size_t samples_count, cn_error* err);
 
 /* ===================================================================================================== */
 /* Embeddings (sentence-embedding models)                                                                */
@@ -429,8 +420,8 @@ CN_API cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn
  * does. Each text is encoded on its own: its embedding does not depend on the other texts of the call.
  * UNSUPPORTED for models that do not embed. `opts` may be NULL. Thread-safe per the model rules.
  * Ownership: texts and out stay the caller's; nothing is kept after the call. */
-CN_API cn_status cn_embed(cn_model* model, const char* const* texts, size_t n_texts, cn_run_options* opts,
-                          float* out, size_t out_count, cn_error* err);
+CN_API cn_status cn_embed(cn_model* model, const char* const* texts, size_t n_texts, cn_run_options* opts, float* out, size_t out_count,
+                          cn_error* err);
 
 /* ===================================================================================================== */
 /* Image generation (diffusion models)                                                                   */
@@ -445,27 +436,22 @@ CN_API cn_status cn_generate_request_create(cn_generate_request** out, cn_error*
 CN_API void cn_generate_request_free(cn_generate_request* req);
 
 /* Prompt and optional negative prompt (UTF-8; negative may be NULL). */
-CN_API cn_status cn_generate_request_set_prompt(cn_generate_request* req, const char* prompt,
-                                                const char* negative_prompt, cn_error* err);
+CN_API cn_status cn_generate_request_set_prompt(cn_generate_request* req, const char* prompt, const char* negative_prompt, cn_error* err);
 /* Output size in pixels; each a positive multiple of 16, at most 4096. */
-CN_API cn_status cn_generate_request_set_size(cn_generate_request* req, int32_t width, int32_t height,
-                                              cn_error* err);
+CN_API cn_status cn_generate_request_set_size(cn_generate_request* req, int32_t width, int32_t height, cn_error* err);
 /* Denoising steps (≥ 1) and guidance scale (≥ 0; 0 = the model's default). */
-CN_API cn_status cn_generate_request_set_steps(cn_generate_request* req, int32_t steps, float guidance,
-                                               cn_error* err);
+CN_API cn_status cn_generate_request_set_steps(cn_generate_request* req, int32_t steps, float guidance, cn_error* err);
 /* Applies a LoRA adapter (a .safetensors file inside a directory the caller trusts) at `scale`; NULL path
  * removes it. */
-CN_API cn_status cn_generate_request_set_lora(cn_generate_request* req, const char* lora_path, float scale,
-                                              cn_error* err);
+CN_API cn_status cn_generate_request_set_lora(cn_generate_request* req, const char* lora_path, float scale, cn_error* err);
 
 /* Bytes of the RGB8 image `req` produces: width * height * 3, into *bytes_out. */
-CN_API cn_status cn_generate_get_size(const cn_model* model, const cn_generate_request* req, size_t* bytes_out,
-                                      cn_error* err);
+CN_API cn_status cn_generate_get_size(const cn_model* model, const cn_generate_request* req, size_t* bytes_out, cn_error* err);
 
 /* Generates an image into caller-allocated `out` (`out_bytes` ≥ the size above), row-major RGB8. The seed
  * comes from `opts` (may be NULL: seed 0). UNSUPPORTED for models that do not generate. */
-CN_API cn_status cn_generate(cn_model* model, const cn_generate_request* req, cn_run_options* opts, uint8_t* out,
-                             size_t out_bytes, cn_error* err);
+CN_API cn_status cn_generate(cn_model* model, const cn_generate_request* req, cn_run_options* opts, uint8_t* out, size_t out_bytes,
+                             cn_error* err);
 
 #ifdef __cplusplus
 }

@@ -51,9 +51,7 @@ inline float pairwise_sum(const float* a, int64_t n, int64_t stride) {
 
 inline float column_sum(const float* a, int64_t n, int64_t stride) { return 0.0f + pairwise_sum(a, n, stride); }
 
-inline float divide_by_count(float sum, int64_t n) {
-    return static_cast<float>(static_cast<double>(sum) / static_cast<double>(n));
-}
+inline float divide_by_count(float sum, int64_t n) { return static_cast<float>(static_cast<double>(sum) / static_cast<double>(n)); }
 
 // np.mean(x, axis=0) and np.std(x, axis=0) of one column of a column-contiguous array (n >= 1).
 inline void column_mean_std(const float* a, int64_t n, int64_t stride, float& mean, float& stdv) {

@@ -57,8 +57,8 @@ std::shared_ptr<const Checkpoint> Checkpoint::open(const std::string& dir, const
                     fail(Status::kModelFormat, s->file.label() + ": tensor \"" + t.name + "\" is not listed in " + index_name);
                 }
                 if (w->second != name) {
-                    fail(Status::kModelFormat, s->file.label() + ": tensor \"" + t.name + "\" is listed in " + index_name +
-                                                   " under shard " + w->second);
+                    fail(Status::kModelFormat,
+                         s->file.label() + ": tensor \"" + t.name + "\" is listed in " + index_name + " under shard " + w->second);
                 }
                 if (!ck->tensors_.emplace(t.name, Ref{s, &t}).second) {
                     fail(Status::kModelFormat, s->file.label() + ": tensor \"" + t.name + "\" appears in two shards");

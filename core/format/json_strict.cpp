@@ -88,8 +88,8 @@ private:
 
 nlohmann::json parse_json_strict(std::string_view text, std::string_view what, const JsonLimits& limits) {
     if (text.size() > limits.max_bytes) {
-        fail(Status::kModelFormat, std::string(what) + ": JSON of " + std::to_string(text.size()) +
-                                       " bytes exceeds the limit of " + std::to_string(limits.max_bytes));
+        fail(Status::kModelFormat, std::string(what) + ": JSON of " + std::to_string(text.size()) + " bytes exceeds the limit of " +
+                                       std::to_string(limits.max_bytes));
     }
     StrictBuilder builder(limits.max_depth);
     bool ok = false;

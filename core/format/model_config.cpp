@@ -71,8 +71,7 @@ int64_t ModelConfig::get_int(std::string_view path, int64_t lo, int64_t hi) cons
     }
     const int64_t x = v.get<int64_t>();
     if (x < lo || x > hi) {
-        fail_field(path, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                             std::to_string(x));
+        fail_field(path, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
     }
     return x;
 }
@@ -113,13 +112,12 @@ std::string ModelConfig::get_string(std::string_view path, const std::string& fa
     return has(path) ? get_string(path) : fallback;
 }
 
-std::vector<double> ModelConfig::get_double_array(std::string_view path, double lo, double hi, size_t min_len,
-                                                  size_t max_len) const {
+std::vector<double> ModelConfig::get_double_array(std::string_view path, double lo, double hi, size_t min_len, size_t max_len) const {
     const auto& v = require(path);
     if (!v.is_array()) fail_field(path, "expected an array, got " + describe(v));
     if (v.size() < min_len || v.size() > max_len) {
-        fail_field(path, "expected " + std::to_string(min_len) + ".." + std::to_string(max_len) + " entries, got " +
-                             std::to_string(v.size()));
+        fail_field(path,
+                   "expected " + std::to_string(min_len) + ".." + std::to_string(max_len) + " entries, got " + std::to_string(v.size()));
     }
     std::vector<double> out;
     out.reserve(v.size());

@@ -35,8 +35,7 @@ public:
     std::string get_string(std::string_view path) const;
     std::string get_string(std::string_view path, const std::string& fallback) const;
     // Arrays of numbers within [lo, hi], length within [min_len, max_len].
-    std::vector<double> get_double_array(std::string_view path, double lo, double hi, size_t min_len,
-                                         size_t max_len) const;
+    std::vector<double> get_double_array(std::string_view path, double lo, double hi, size_t min_len, size_t max_len) const;
     std::vector<std::string> get_string_array(std::string_view path, size_t max_len) const;
 
     // Throws kModelFormat "<file>: field '<path>': <what>".

@@ -19,15 +19,13 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {"BOOL", DType::kBool, 1}, {"U8", DType::kU8, 1},   {"I8", DType::kI8, 1},         {"I16", DType::kI16, 2},
-    {"U16", DType::kU16, 2},   {"F16", DType::kF16, 2}, {"BF16", DType::kBF16, 2},     {"I32", DType::kI32, 4},
-    {"U32", DType::kU32, 4},   {"F32", DType::kF32, 4}, {"F64", DType::kF64, 8},       {"I64", DType::kI64, 8},
+    {"BOOL", DType::kBool, 1}, {"U8", DType::kU8, 1},          {"I8", DType::kI8, 1},          {"I16", DType::kI16, 2},
+    {"U16", DType::kU16, 2},   {"F16", DType::kF16, 2},        {"BF16", DType::kBF16, 2},      {"I32", DType::kI32, 4},
+    {"U32", DType::kU32, 4},   {"F32", DType::kF32, 4},        {"F64", DType::kF64, 8},        {"I64", DType::kI64, 8},
     {"U64", DType::kU64, 8},   {"F8_E4M3", DType::kF8E4M3, 1}, {"F8_E5M2", DType::kF8E5M2, 1},
 };
 
-[[noreturn]] void bad(std::string_view label, const std::string& what) {
-    fail(Status::kModelFormat, std::string(label) + ": " + what);
-}
+[[noreturn]] void bad(std::string_view label, const std::string& what) { fail(Status::kModelFormat, std::string(label) + ": " + what); }
 
 TensorEntry parse_entry(std::string_view label, const std::string& name, const nlohmann::json& j) {
     const std::string where = "tensor \"" + name + "\": ";
@@ -77,8 +75,8 @@ TensorEntry parse_entry(std::string_view label, const std::string& name, const n
     auto nbytes = checked_mul(numel, info->size);
     if (!nbytes) bad(label, where + "byte size overflows");
     if (e.end - e.begin != *nbytes) {
-        bad(label, where + "data_offsets span " + std::to_string(e.end - e.begin) + " bytes but " + dts + " " +
-                       "shape needs " + std::to_string(*nbytes));
+        bad(label, where + "data_offsets span " + std::to_string(e.end - e.begin) + " bytes but " + dts + " " + "shape needs " +
+                       std::to_string(*nbytes));
     }
     return e;
 }
@@ -133,15 +131,14 @@ SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, std::strin
     }
 
     // Offsets: sorted, contiguous from 0, ending exactly at the end of the file.
-    std::sort(h.tensors.begin(), h.tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
-        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(h.tensors.begin(), h.tensors.end(),
+              [](const TensorEntry& a, const TensorEntry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     const uint64_t data_len = size - *data_offset;
     uint64_t expect = 0;
     for (const auto& t : h.tensors) {
         if (t.begin != expect) {
-            bad(label, "tensor \"" + t.name + "\" starts at " + std::to_string(t.begin) + ", expected " +
-                           std::to_string(expect) + (t.begin < expect ? " (overlap)" : " (hole)"));
+            bad(label, "tensor \"" + t.name + "\" starts at " + std::to_string(t.begin) + ", expected " + std::to_string(expect) +
+                           (t.begin < expect ? " (overlap)" : " (hole)"));
         }
         expect = t.end;
     }

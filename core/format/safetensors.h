@@ -19,7 +19,23 @@
 
 namespace cn::format {
 
-enum class DType : int { kBool, kU8, kI8, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kF64, kI64, kU64, kF8E4M3, kF8E5M2 };
+enum class DType : int {
+    kBool,
+    kU8,
+    kI8,
+    kI16,
+    kU16,
+    kF16,
+    kBF16,
+    kI32,
+    kU32,
+    kF32,
+    kF64,
+    kI64,
+    kU64,
+    kF8E4M3,
+    kF8E5M2
+};
 
 // Bytes per element.
 size_t dtype_size(DType t);
@@ -37,8 +53,8 @@ struct TensorEntry {
 };
 
 struct SafetensorsHeader {
-    uint64_t header_bytes = 0;  // N
-    uint64_t data_offset = 0;   // 8 + N: start of the data region in the file
+    uint64_t header_bytes = 0;         // N
+    uint64_t data_offset = 0;          // 8 + N: start of the data region in the file
     std::vector<TensorEntry> tensors;  // in file order (sorted by offset)
     std::map<std::string, std::string> metadata;
 };

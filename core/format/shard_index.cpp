@@ -28,8 +28,8 @@ ShardIndex parse_shard_index(std::string_view text, std::string_view label) {
         if (!it->is_string()) fail(Status::kModelFormat, l + ": weight_map entry \"" + it.key() + "\" is not a string");
         const auto& shard = it->get_ref<const std::string&>();
         if (!is_safe_basename(shard)) {
-            fail(Status::kModelFormat, l + ": shard name \"" + shard + "\" of tensor \"" + it.key() +
-                                           "\" is not a plain file name inside the model directory");
+            fail(Status::kModelFormat,
+                 l + ": shard name \"" + shard + "\" of tensor \"" + it.key() + "\" is not a plain file name inside the model directory");
         }
         shards.insert(shard);
         if (shards.size() > kMaxShards) fail(Status::kModelFormat, l + ": more than " + std::to_string(kMaxShards) + " shards");

@@ -9,7 +9,7 @@
 namespace cn::format {
 
 struct ShardIndex {
-    std::vector<std::string> shards;              // distinct shard file names, sorted
+    std::vector<std::string> shards;                // distinct shard file names, sorted
     std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
 };
 

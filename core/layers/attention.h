@@ -17,7 +17,7 @@ at::Tensor merge_heads(const at::Tensor& a);
 
 // softmax(q k^T * scale + mask) v, scale defaulting to 1/sqrt(hd); `mask` additive or boolean, undefined for
 // none; `causal` as F.scaled_dot_product_attention's is_causal.
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {},
-                     bool causal = false, std::optional<double> scale = std::nullopt);
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {}, bool causal = false,
+                     std::optional<double> scale = std::nullopt);
 
 }  // namespace cn::layers

@@ -7,13 +7,9 @@
 
 namespace cn::layers {
 
-at::Tensor relu_mlp(const at::Tensor& x, const Linear& in, const Linear& out, LinearOp op) {
-    return op(at::relu(op(x, in)), out);
-}
+at::Tensor relu_mlp(const at::Tensor& x, const Linear& in, const Linear& out, LinearOp op) { return op(at::relu(op(x, in)), out); }
 
-at::Tensor gelu_mlp(const at::Tensor& x, const Linear& up, const Linear& down, LinearOp op) {
-    return op(at::gelu(op(x, up)), down);
-}
+at::Tensor gelu_mlp(const at::Tensor& x, const Linear& up, const Linear& down, LinearOp op) { return op(at::gelu(op(x, up)), down); }
 
 at::Tensor swiglu_mlp(const at::Tensor& x, const Linear& gate, const Linear& up, const Linear& down, LinearOp op) {
     return op(at::silu(op(x, gate)) * op(x, up), down);

@@ -18,8 +18,6 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     return x * at::rsqrt((x * x).mean(-1, /*keepdim=*/true) + eps) * weight;
 }
 
-at::Tensor layer_norm(const at::Tensor& x, const Norm& n, double eps) {
-    return at::layer_norm(x, {x.size(-1)}, n.w, n.b, eps);
-}
+at::Tensor layer_norm(const at::Tensor& x, const Norm& n, double eps) { return at::layer_norm(x, {x.size(-1)}, n.w, n.b, eps); }
 
 }  // namespace cn::layers

@@ -26,8 +26,9 @@ std::string embedding_near_miss(const std::string& dir, const format::ModelConfi
 
 std::string kronos_near_miss(const std::string& dir, const format::ModelConfig& config) {
     if (!(config.has("n_enc_layers") && config.has("s1_bits"))) return {};
-    return dir + ": a Kronos tokenizer alone; load the predictor's directory with the tokenizer in its tokenizer/ "
-                 "subdirectory";
+    return dir +
+           ": a Kronos tokenizer alone; load the predictor's directory with the tokenizer in its tokenizer/ "
+           "subdirectory";
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ const std::vector<Architecture>& architectures() {
 namespace cn {
 
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
-    (void)runtime::cpu_numerics();  // MKL's reproducibility mode, before the model's first CPU computation
+    (void)runtime::cpu_numerics();         // MKL's reproducibility mode, before the model's first CPU computation
     ::close(format::open_directory(dir));  // a clear NOT_FOUND for a missing directory
     if (models::has_file(dir, "model_index.json")) {
         fail(Status::kUnsupported, dir + ": diffusion pipelines (model_index.json) are not supported by this build yet");

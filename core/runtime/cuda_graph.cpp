@@ -11,8 +11,8 @@ int64_t reserved_bytes(c10::Device d) {
     return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
 }
 
-void capture_graph(at::cuda::CUDAGraph& graph, c10::Device device, const std::function<void()>& warmup,
-                   const std::function<void()>& pass, const at::Generator* gen) {
+void capture_graph(at::cuda::CUDAGraph& graph, c10::Device device, const std::function<void()>& warmup, const std::function<void()>& pass,
+                   const at::Generator* gen) {
     c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
     {
@@ -27,8 +27,7 @@ void capture_graph(at::cuda::CUDAGraph& graph, c10::Device device, const std::fu
             // End the capture so the stream is usable again, then report the original failure.
             try {
                 graph.capture_end();
-            } catch (...) {
-            }
+            } catch (...) {}
             throw;
         }
         graph.capture_end();

@@ -18,7 +18,7 @@ int64_t reserved_bytes(c10::Device device);
 // handles, workspaces; it must leave the static state as the capture expects it), registers `gen` with the
 // graph when given, captures in thread-local mode (other threads' CUDA calls cannot invalidate it), and ends
 // the capture before rethrowing if `pass` throws. Returns when the side stream is idle.
-void capture_graph(at::cuda::CUDAGraph& graph, c10::Device device, const std::function<void()>& warmup,
-                   const std::function<void()>& pass, const at::Generator* gen = nullptr);
+void capture_graph(at::cuda::CUDAGraph& graph, c10::Device device, const std::function<void()>& warmup, const std::function<void()>& pass,
+                   const at::Generator* gen = nullptr);
 
 }  // namespace cn

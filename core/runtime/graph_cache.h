@@ -122,9 +122,8 @@ private:
 
     void evict_if_full() {
         if (entries_.empty() || entries_.size() < max_) return;
-        const auto victim = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-            return a.second.last_used < b.second.last_used;
-        });
+        const auto victim = std::min_element(entries_.begin(), entries_.end(),
+                                             [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
         bytes_ -= victim->second.bytes;
         pool_.bytes_ -= victim->second.bytes;
         entries_.erase(victim);

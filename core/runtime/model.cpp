@@ -29,9 +29,8 @@ nlohmann::json Model::describe() const {
     j["dtype"] = dtype_name(static_cast<cn_dtype>(info.dtype));
     j["mode"] = mode_name(mode());
     j["n_parameters"] = info.n_parameters;
-    j["memory"] = {{"weight_bytes", info.weight_bytes},
-                   {"graph_pool_bytes", info.graph_pool_bytes},
-                   {"workspace_bytes", info.workspace_bytes}};
+    j["memory"] = {
+        {"weight_bytes", info.weight_bytes}, {"graph_pool_bytes", info.graph_pool_bytes}, {"workspace_bytes", info.workspace_bytes}};
     if (info.context_length) j["context_length"] = info.context_length;
     if (info.native_horizon) j["native_horizon"] = info.native_horizon;
     if (info.max_horizon) j["max_horizon"] = info.max_horizon;
@@ -54,8 +53,8 @@ void Model::generate(const GenerateRequest&, RunContext&, uint8_t*, size_t) { un
 
 void Model::apply_mode(cn_mode mode) {
     if (mode == CN_MODE_EAGER) return;
-    fail(Status::kUnsupported, std::string("mode '") + mode_name(mode) + "' is not available for " +
-                                   model_kind_name(kind()) + " models on " + options_.device.str() + " in this build");
+    fail(Status::kUnsupported, std::string("mode '") + mode_name(mode) + "' is not available for " + model_kind_name(kind()) +
+                                   " models on " + options_.device.str() + " in this build");
 }
 
 void Model::set_mode(cn_mode mode) {

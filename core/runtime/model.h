@@ -51,8 +51,7 @@ public:
     // Capabilities; the defaults throw kUnsupported naming the kind.
     virtual std::vector<float> quantiles() const;
     virtual ForecastShape forecast_shape(const ForecastRequest& req) const;
-    virtual void forecast(const ForecastRequest& req, RunContext& run, float* out, size_t out_count, float* samples,
-                          size_t samples_count);
+    virtual void forecast(const ForecastRequest& req, RunContext& run, float* out, size_t out_count, float* samples, size_t samples_count);
     virtual int64_t embedding_dim() const;
     virtual void embed(const std::vector<std::string>& texts, RunContext& run, float* out, size_t out_count);
     virtual size_t generate_bytes(const GenerateRequest& req) const;  // bytes of the RGB8 image
@@ -75,9 +74,7 @@ public:
     };
 
 protected:
-    Model(ModelOptions options, nlohmann::json config) : options_(options), config_(std::move(config)) {
-        mode_.store(CN_MODE_EAGER);
-    }
+    Model(ModelOptions options, nlohmann::json config) : options_(options), config_(std::move(config)) { mode_.store(CN_MODE_EAGER); }
     // Applies a mode; called with no call in flight. The default accepts EAGER only; FUSED and GRAPH are
     // rejected with kUnsupported until an architecture provides them.
     virtual void apply_mode(cn_mode mode);

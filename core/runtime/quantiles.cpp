@@ -28,8 +28,10 @@ at::Tensor interpolate_quantiles(const at::Tensor& query_in, const at::Tensor& l
     const int64_t K = levels.size(-1);
     values = values.reshape({-1, K});
     const int64_t B = values.size(0);
-    if (levels.dim() == 1) levels = levels.expand({B, -1});
-    else levels = levels.reshape({-1, K});
+    if (levels.dim() == 1)
+        levels = levels.expand({B, -1});
+    else
+        levels = levels.reshape({-1, K});
 
     auto [sorted_levels, idx] = at::sort(levels, -1);
     at::Tensor sorted_values = at::gather(values, -1, idx);

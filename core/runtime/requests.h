@@ -12,16 +12,16 @@ namespace cn {
 
 struct ForecastSeries {
     std::vector<float> values;
-    int64_t group = -1;                 // -1: a task of its own
-    std::vector<int64_t> timestamps;    // history, optional (Kronos)
+    int64_t group = -1;               // -1: a task of its own
+    std::vector<int64_t> timestamps;  // history, optional (Kronos)
     std::vector<int64_t> future_timestamps;
 };
 
 struct ForecastCovariate {
-    size_t series_index = 0;            // the task (group) it belongs to
+    size_t series_index = 0;  // the task (group) it belongs to
     bool categorical = false;
-    std::vector<float> past;            // numeric
-    std::vector<float> future;          // numeric, known future values (may be empty)
+    std::vector<float> past;                                // numeric
+    std::vector<float> future;                              // numeric, known future values (may be empty)
     std::vector<std::optional<std::string>> past_labels;    // categorical
     std::vector<std::optional<std::string>> future_labels;  // categorical
     size_t past_length() const { return categorical ? past_labels.size() : past.size(); }
@@ -32,7 +32,7 @@ struct ForecastRequest {
     std::vector<ForecastSeries> series;
     std::vector<ForecastCovariate> covariates;
     int64_t horizon = 0;
-    std::vector<float> quantiles;       // empty: the model's own levels
+    std::vector<float> quantiles;  // empty: the model's own levels
     // Sampling (Kronos).
     float temperature = 1.0f;
     int32_t top_k = 0;
@@ -51,8 +51,8 @@ struct GenerateRequest {
     std::string negative_prompt;
     int32_t width = 1024;
     int32_t height = 1024;
-    int32_t steps = 0;        // 0: the model's default
-    float guidance = 0.0f;    // 0: the model's default
+    int32_t steps = 0;      // 0: the model's default
+    float guidance = 0.0f;  // 0: the model's default
     std::string lora_path;
     float lora_scale = 1.0f;
 };

@@ -80,8 +80,8 @@ void Weights::validate() const {
                                            " but the config implies " + shape_str(shape));
         }
         if (!is_floating(ref->entry->dtype)) {
-            fail(Status::kModelFormat, dir + ": tensor \"" + name + "\" has dtype " + format::dtype_name(ref->entry->dtype) +
-                                           ", expected a floating type");
+            fail(Status::kModelFormat,
+                 dir + ": tensor \"" + name + "\" has dtype " + format::dtype_name(ref->entry->dtype) + ", expected a floating type");
         }
     }
     for (const auto& [name, ref] : checkpoint_->tensors()) {
@@ -118,8 +118,7 @@ at::Tensor Weights::load(const std::string& name, c10::ScalarType dtype) const {
         // Checked on the stored values: a conversion to a narrower dtype may overflow to Inf by itself.
         const int64_t bad = kernels::count_nonfinite(t.device() == out.device() ? t : t.to(out.device()));
         if (bad) {
-            fail(Status::kModelFormat, checkpoint_->dir() + ": tensor \"" + name + "\" holds " + std::to_string(bad) +
-                                           " NaN/Inf value(s)");
+            fail(Status::kModelFormat, checkpoint_->dir() + ": tensor \"" + name + "\" holds " + std::to_string(bad) + " NaN/Inf value(s)");
         }
     }
     return out;

@@ -29,8 +29,8 @@ struct WeightLoadOptions {
 
 // How a declared tensor is checked and loaded.
 struct WeightFlags {
-    bool optional = false;  // absent is fine (the destination stays undefined); present, it must match
-    bool buffer = false;    // a buffer, not a parameter: not counted in expected_elements()
+    bool optional = false;                 // absent is fine (the destination stays undefined); present, it must match
+    bool buffer = false;                   // a buffer, not a parameter: not counted in expected_elements()
     std::optional<c10::ScalarType> dtype;  // load in this dtype instead of the options' (e.g. fp32 tables)
 };
 

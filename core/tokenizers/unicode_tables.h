@@ -11,12 +11,12 @@ namespace cn::text::unicode {
 
 // Flag bits of a code point (kFlags). Keep in sync with scripts/gen_unicode_tables.py.
 enum : uint8_t {
-    kDrop = 1u << 0,     // removed by clean_text (NUL, U+FFFD, control/format/private-use, per the reference)
-    kCleanWs = 1u << 1,  // turned into ' ' by clean_text
-    kSplitWs = 1u << 2,  // whitespace for the pre-tokenizer: splits words and is dropped
-    kPunct = 1u << 3,    // punctuation for the pre-tokenizer: a word of its own
-    kCjk = 1u << 4,      // CJK ideograph: surrounded by spaces (handle_chinese_chars)
-    kMn = 1u << 5,       // nonspacing mark: removed by accent stripping (after NFD)
+    kDrop = 1u << 0,        // removed by clean_text (NUL, U+FFFD, control/format/private-use, per the reference)
+    kCleanWs = 1u << 1,     // turned into ' ' by clean_text
+    kSplitWs = 1u << 2,     // whitespace for the pre-tokenizer: splits words and is dropped
+    kPunct = 1u << 3,       // punctuation for the pre-tokenizer: a word of its own
+    kCjk = 1u << 4,         // CJK ideograph: surrounded by spaces (handle_chinese_chars)
+    kMn = 1u << 5,          // nonspacing mark: removed by accent stripping (after NFD)
     kNonzeroCcc = 1u << 6,  // nonzero canonical combining class
 };
 
@@ -62,7 +62,10 @@ inline uint8_t flags(uint32_t cp) {
     size_t lo = 0, hi = kFlagCount;
     while (hi - lo > 1) {
         const size_t mid = (lo + hi) / 2;
-        if (kFlagStarts[mid] <= cp) lo = mid; else hi = mid;
+        if (kFlagStarts[mid] <= cp)
+            lo = mid;
+        else
+            hi = mid;
     }
     return kFlags[lo];
 }
@@ -83,7 +86,10 @@ inline int decompose(uint32_t cp, uint32_t out[4]) {
     size_t lo = 0, hi = kDecompCount;
     while (lo < hi) {
         const size_t mid = (lo + hi) / 2;
-        if (kDecomp[mid].cp < cp) lo = mid + 1; else hi = mid;
+        if (kDecomp[mid].cp < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo == kDecompCount || kDecomp[lo].cp != cp) return -1;
     const Decomposition& d = kDecomp[lo];
@@ -96,7 +102,10 @@ inline uint8_t combining_class(uint32_t cp) {
     size_t lo = 0, hi = kCccCount;
     while (lo < hi) {
         const size_t mid = (lo + hi) / 2;
-        if (kCccRanges[mid].hi < cp) lo = mid + 1; else hi = mid;
+        if (kCccRanges[mid].hi < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < kCccCount && kCccRanges[lo].lo <= cp ? kCccRanges[lo].ccc : 0;
 }
@@ -107,7 +116,10 @@ inline int to_lower(uint32_t cp, uint32_t out[3]) {
     size_t lo = 0, hi = kLowerCount;
     while (lo < hi) {
         const size_t mid = (lo + hi) / 2;
-        if (kLower[mid].hi < cp) lo = mid + 1; else hi = mid;
+        if (kLower[mid].hi < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo < kLowerCount && kLower[lo].lo <= cp && (cp - kLower[lo].lo) % kLower[lo].stride == 0) {
         out[0] = static_cast<uint32_t>(static_cast<int64_t>(cp) + kLower[lo].delta);

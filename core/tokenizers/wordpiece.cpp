@@ -78,8 +78,7 @@ bool check_utf8(std::string_view s, size_t& bad, const char*& why) {
         for (size_t k = 1; k < len; ++k) {
             if (i + k >= n || !is_cont(p[i + k])) {
                 bad = i;
-                why = len == 2 ? "truncated 2-byte sequence" : len == 3 ? "truncated 3-byte sequence"
-                                                                         : "truncated 4-byte sequence";
+                why = len == 2 ? "truncated 2-byte sequence" : len == 3 ? "truncated 3-byte sequence" : "truncated 4-byte sequence";
                 return false;
             }
         }
@@ -110,8 +109,8 @@ uint32_t decode(const unsigned char* p, size_t& i) {
         i += 3;
         return cp;
     }
-    const uint32_t cp = (uint32_t(b & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) |
-                        (uint32_t(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+    const uint32_t cp =
+        (uint32_t(b & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) | (uint32_t(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
     i += 4;
     return cp;
 }
@@ -169,8 +168,7 @@ std::string read_vocab_file(const std::string& path) {
     if (!S_ISREG(st.st_mode)) fail(Status::kModelFormat, label + ": not a regular file");
     const size_t size = static_cast<size_t>(st.st_size);
     if (size > kMaxVocabBytes) {
-        fail(Status::kModelFormat, label + ": " + std::to_string(size) + " bytes exceeds the limit of " +
-                                       std::to_string(kMaxVocabBytes));
+        fail(Status::kModelFormat, label + ": " + std::to_string(size) + " bytes exceeds the limit of " + std::to_string(kMaxVocabBytes));
     }
     std::string text(size, '\0');
     size_t got = 0;
@@ -202,8 +200,7 @@ void WordPieceTokenizer::Table::build(const std::vector<std::pair<std::string_vi
         const uint64_t h = hash_bytes(key);
         size_t i = static_cast<size_t>(h) & mask_;
         while (slots_[i].id >= 0) i = (i + 1) & mask_;
-        slots_[i] = Slot{static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(key.size()), id,
-                         static_cast<uint32_t>(h >> 32)};
+        slots_[i] = Slot{static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(key.size()), id, static_cast<uint32_t>(h >> 32)};
         pool_.append(key);
         max_key_ = std::max(max_key_, key.size());
     }
@@ -229,8 +226,7 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path, 
     return from_vocab_text(text, std::move(options), "vocab file '" + path + "'");
 }
 
-WordPieceTokenizer WordPieceTokenizer::from_vocab_text(std::string_view text, WordPieceOptions options,
-                                                       const std::string& label) {
+WordPieceTokenizer WordPieceTokenizer::from_vocab_text(std::string_view text, WordPieceOptions options, const std::string& label) {
     if (options.max_length < 2) {
         fail(Status::kInvalidArgument, label + ": options.max_length must be at least 2 ([CLS] and [SEP])");
     }
@@ -268,8 +264,8 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_text(std::string_view text, Wo
         seen.reserve(tokens.size() * 2);
         for (size_t i = 0; i < tokens.size(); ++i) {
             if (!seen.insert(tokens[i]).second) {
-                fail(Status::kModelFormat, label + ": line " + std::to_string(i + 1) + ": duplicate token '" +
-                                               std::string(tokens[i]) + "'");
+                fail(Status::kModelFormat,
+                     label + ": line " + std::to_string(i + 1) + ": duplicate token '" + std::string(tokens[i]) + "'");
             }
             const auto id = static_cast<int32_t>(i);
             words.emplace_back(tokens[i], id);
@@ -311,10 +307,10 @@ int32_t WordPieceTokenizer::token_id(std::string_view token) const noexcept { re
 // ---- encoding -------------------------------------------------------------------------------------------------
 
 struct WordPieceTokenizer::Scratch {
-    std::string word;            // the current word, normalized, UTF-8
-    size_t word_chars = 0;       // its length in code points
-    std::vector<uint32_t> run;   // pending chars of nonzero combining class (canonical ordering)
-    bool stop = false;           // the id limit is reached
+    std::string word;           // the current word, normalized, UTF-8
+    size_t word_chars = 0;      // its length in code points
+    std::vector<uint32_t> run;  // pending chars of nonzero combining class (canonical ordering)
+    bool stop = false;          // the id limit is reached
 };
 
 // WordPiece on s.word, appending ids; a failed word is one [UNK].
@@ -399,9 +395,7 @@ bool WordPieceTokenizer::segment(std::string_view seg, size_t limit, std::vector
         if (r.empty()) return;
         // Stable sort by combining class (runs are a char or two; a hostile one is still n log n).
         if (r.size() > 1) {
-            std::stable_sort(r.begin(), r.end(), [](uint32_t a, uint32_t b) {
-                return uc::combining_class(a) < uc::combining_class(b);
-            });
+            std::stable_sort(r.begin(), r.end(), [](uint32_t a, uint32_t b) { return uc::combining_class(a) < uc::combining_class(b); });
         }
         for (uint32_t x : r) post(x, flags_of(x));
         r.clear();
@@ -515,15 +509,13 @@ Status WordPieceTokenizer::encode_into(std::string_view utf8, size_t max_length,
         ids.clear();
         try {
             message = "out of host memory while tokenizing";
-        } catch (...) {
-        }
+        } catch (...) {}
         return Status::kOutOfHostMemory;
     } catch (const std::exception& e) {  // not expected; never let anything escape
         ids.clear();
         try {
             message = std::string("internal error while tokenizing: ") + e.what();
-        } catch (...) {
-        }
+        } catch (...) {}
         return Status::kInternal;
     }
 }

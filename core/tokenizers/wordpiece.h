@@ -45,8 +45,8 @@ struct WordPieceOptions {
 
 struct Encoding {
     Status status = Status::kOk;
-    std::string message;        // empty when ok
-    std::vector<int32_t> ids;   // [CLS] ... [SEP]; empty on error
+    std::string message;       // empty when ok
+    std::vector<int32_t> ids;  // [CLS] ... [SEP]; empty on error
     bool ok() const noexcept { return status == Status::kOk; }
 };
 
@@ -57,8 +57,7 @@ public:
     // duplicate token, or lacks one of the options' tokens; kInvalidArgument for inconsistent options.
     static WordPieceTokenizer from_vocab_file(const std::string& path, WordPieceOptions options = {});
     // The same from the file's contents; `label` names the source in messages.
-    static WordPieceTokenizer from_vocab_text(std::string_view text, WordPieceOptions options,
-                                              const std::string& label = "vocab");
+    static WordPieceTokenizer from_vocab_text(std::string_view text, WordPieceOptions options, const std::string& label = "vocab");
 
     // Tokenizes UTF-8 text into [CLS] pieces... [SEP], at most `max_length` (>= 2) ids. Never throws: invalid UTF-8
     // (the message gives the byte offset and the reason) or max_length < 2 give kInvalidArgument, allocation
@@ -67,8 +66,7 @@ public:
     Encoding encode(std::string_view utf8, size_t max_length) const noexcept;
     // The same into caller-owned storage (reused capacity, no other allocation for short texts). On error `ids` is
     // empty and `message` says why.
-    Status encode_into(std::string_view utf8, size_t max_length, std::vector<int32_t>& ids,
-                       std::string& message) const noexcept;
+    Status encode_into(std::string_view utf8, size_t max_length, std::vector<int32_t>& ids, std::string& message) const noexcept;
 
     // Id of a vocabulary token, or -1.
     int32_t token_id(std::string_view token) const noexcept;

@@ -22,11 +22,11 @@
 
 #include "cutenative.h"
 
-#define MAX_LINE 65536           /* bytes per CSV line, line terminator excluded */
-#define MAX_COLUMNS 1024         /* fields per CSV row */
-#define MAX_VALUES (1u << 24)    /* numeric cells in the whole file (64 MiB of floats) */
-#define MAX_LEVELS 256           /* quantile levels on the command line */
-#define MAX_HORIZON 1000000      /* the model's max_horizon is the real limit; this only bounds parsing */
+#define MAX_LINE 65536        /* bytes per CSV line, line terminator excluded */
+#define MAX_COLUMNS 1024      /* fields per CSV row */
+#define MAX_VALUES (1u << 24) /* numeric cells in the whole file (64 MiB of floats) */
+#define MAX_LEVELS 256        /* quantile levels on the command line */
+#define MAX_HORIZON 1000000   /* the model's max_horizon is the real limit; this only bounds parsing */
 
 static const char* g_prog = "cn_forecast_csv";
 
@@ -40,12 +40,12 @@ static void usage(void) {
 /* ---- CSV ------------------------------------------------------------------------------------------ */
 
 typedef struct csv_table {
-    size_t n_cols;      /* fields per row (from the header) */
-    char** names;       /* n_cols header names, sanitised */
-    size_t n_rows;      /* data rows */
+    size_t n_cols; /* fields per row (from the header) */
+    char** names;  /* n_cols header names, sanitised */
+    size_t n_rows; /* data rows */
     size_t cap_rows;
-    float* cells;       /* n_rows * n_cols, row-major; column 0 is NaN where it is not a number */
-    int col0_is_label;  /* column 0 holds a cell that is not a number */
+    float* cells;      /* n_rows * n_cols, row-major; column 0 is NaN where it is not a number */
+    int col0_is_label; /* column 0 holds a cell that is not a number */
 } csv_table;
 
 static void csv_table_free(csv_table* t) {
@@ -423,8 +423,7 @@ int main(int argc, char** argv) {
     float user_levels[MAX_LEVELS];
     size_t n_user_levels = 0;
     if (pos[3] && !parse_levels(pos[3], user_levels, &n_user_levels)) {
-        fprintf(stderr, "levels must be at most %d comma-separated numbers, e.g. 0.1,0.5,0.9, not '%s'\n",
-                MAX_LEVELS, pos[3]);
+        fprintf(stderr, "levels must be at most %d comma-separated numbers, e.g. 0.1,0.5,0.9, not '%s'\n", MAX_LEVELS, pos[3]);
         return 2;
     }
     cn_model_params params;
@@ -449,8 +448,8 @@ int main(int argc, char** argv) {
     uint32_t major = 0, minor = 0;
     cn_abi_version(&major, &minor);
     if (major != CN_ABI_VERSION_MAJOR || minor < CN_ABI_VERSION_MINOR) {
-        fprintf(stderr, "libcutenative ABI %u.%u is incompatible with this program's %d.%d\n", major, minor,
-                CN_ABI_VERSION_MAJOR, CN_ABI_VERSION_MINOR);
+        fprintf(stderr, "libcutenative ABI %u.%u is incompatible with this program's %d.%d\n", major, minor, CN_ABI_VERSION_MAJOR,
+                CN_ABI_VERSION_MINOR);
         return 1;
     }
 
@@ -531,14 +530,12 @@ int main(int argc, char** argv) {
         goto done;
     }
     if (shape.n_series != n_series || shape.horizon != (uint64_t)horizon || shape.n_outputs != n_levels ||
-        shape.n_values != shape.n_series * shape.n_outputs * shape.horizon ||
-        shape.n_values > SIZE_MAX / sizeof(float)) {
+        shape.n_values != shape.n_series * shape.n_outputs * shape.horizon || shape.n_values > SIZE_MAX / sizeof(float)) {
         fprintf(stderr,
                 "error: unexpected forecast shape: %llu series x %llu outputs x %llu steps (%llu values) for %zu "
                 "series, %zu quantile levels and horizon %lld\n",
-                (unsigned long long)shape.n_series, (unsigned long long)shape.n_outputs,
-                (unsigned long long)shape.horizon, (unsigned long long)shape.n_values, n_series, n_levels,
-                (long long)horizon);
+                (unsigned long long)shape.n_series, (unsigned long long)shape.n_outputs, (unsigned long long)shape.horizon,
+                (unsigned long long)shape.n_values, n_series, n_levels, (long long)horizon);
         goto done;
     }
     out = (float*)malloc(shape.n_values ? (size_t)shape.n_values * sizeof(float) : sizeof(float));

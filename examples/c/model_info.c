@@ -16,16 +16,16 @@ int main(int argc, char** argv) {
     uint32_t major = 0, minor = 0;
     cn_abi_version(&major, &minor);
     if (major != CN_ABI_VERSION_MAJOR || minor < CN_ABI_VERSION_MINOR) {
-        fprintf(stderr, "libcutenative ABI %u.%u is incompatible with this program's %d.%d\n", major, minor,
-                CN_ABI_VERSION_MAJOR, CN_ABI_VERSION_MINOR);
+        fprintf(stderr, "libcutenative ABI %u.%u is incompatible with this program's %d.%d\n", major, minor, CN_ABI_VERSION_MAJOR,
+                CN_ABI_VERSION_MINOR);
         return 1;
     }
     printf("%s\n", cn_build_info());
     if (strcmp(argv[1], "--numerics") == 0) {
         const char* numerics = NULL;
         const uint32_t flags = cn_cpu_numerics(&numerics);
-        printf("cpu numerics:    %s (batch-invariant %s, thread-invariant %s)\n", numerics,
-               (flags & CN_CPU_BATCH_INVARIANT) ? "yes" : "no", (flags & CN_CPU_THREAD_INVARIANT) ? "yes" : "no");
+        printf("cpu numerics:    %s (batch-invariant %s, thread-invariant %s)\n", numerics, (flags & CN_CPU_BATCH_INVARIANT) ? "yes" : "no",
+               (flags & CN_CPU_THREAD_INVARIANT) ? "yes" : "no");
         return 0;
     }
 

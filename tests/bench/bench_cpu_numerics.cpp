@@ -81,7 +81,9 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < widths.size(); ++k) std::printf("---:|---:|");
     std::printf("\n");
     const int64_t S = 36;
-    struct Shape { int64_t k, n, per_layer; };
+    struct Shape {
+        int64_t k, n, per_layer;
+    };
     const Shape shapes[] = {{768, 768, 6}, {768, 3072, 1}, {3072, 768, 1}};
     for (int64_t B : {1, 8, 32}) {
         double old_total = 0;
@@ -90,8 +92,8 @@ int main(int argc, char** argv) {
             at::manual_seed(1);
             const at::Tensor x = at::randn({B, S, s.k}), w = at::randn({s.n, s.k});
             const double a = ms_per_call([&] { per_series_linear(x, w); });
-            std::printf("| %lld->%lld | %lld | %.3f |", static_cast<long long>(s.k), static_cast<long long>(s.n),
-                        static_cast<long long>(B), a);
+            std::printf("| %lld->%lld | %lld | %.3f |", static_cast<long long>(s.k), static_cast<long long>(s.n), static_cast<long long>(B),
+                        a);
             old_total += 12 * s.per_layer * a;
             for (size_t k = 0; k < widths.size(); ++k) {
                 const double b = ms_per_call([&] { cn::kernels::series_linear_blocked(x, w, {}, 0, widths[k]); });

@@ -83,7 +83,7 @@ TEST_F(Fixture, HorizonLimits) {
     add(series(30));
     EXPECT_EQ(cn_forecast_request_set_horizon(req, 0, err), CN_STATUS_INVALID_ARGUMENT);
     ASSERT_EQ(cn_forecast_request_set_horizon(req, 1 << 20, err), CN_STATUS_OK);  // structurally fine ...
-    EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);                               // ... but beyond the model
+    EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);                                 // ... but beyond the model
     EXPECT_EQ(msg(), "horizon: 1048576 exceeds this model's limit of 65536");
 }
 
@@ -99,8 +99,9 @@ TEST_F(Fixture, OutputBeyondTheLibraryLimitIsRefused) {
     cn_forecast_shape s;
     cn_forecast_shape_init(&s);
     EXPECT_EQ(cn_forecast_get_shape(model, req, &s, err), CN_STATUS_INVALID_ARGUMENT);
-    EXPECT_EQ(msg(), "the forecast would hold 1946419200 values (series x outputs x horizon), above the library's limit of "
-                     "268435456 (CN_FORECAST_MAX_VALUES)");
+    EXPECT_EQ(msg(),
+              "the forecast would hold 1946419200 values (series x outputs x horizon), above the library's limit of "
+              "268435456 (CN_FORECAST_MAX_VALUES)");
     float out[4];
     EXPECT_EQ(cn_forecast(model, req, nullptr, out, 4, nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_NE(msg().find("CN_FORECAST_MAX_VALUES"), std::string::npos);
@@ -114,8 +115,7 @@ TEST_F(Fixture, GroupBeyondTheMaskLimitIsRefused) {
     ASSERT_EQ(cn_forecast_request_set_horizon(req, 40, err), CN_STATUS_OK);
     std::vector<float> out;
     EXPECT_EQ(run(&out), CN_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(msg().find("task of series[0]: 400 rows (targets and covariates) attend to each other over 3600 rows"),
-              std::string::npos)
+    EXPECT_NE(msg().find("task of series[0]: 400 rows (targets and covariates) attend to each other over 3600 rows"), std::string::npos)
         << msg();
     // Within the native horizon (one path per row) the same group fits and runs.
     ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
@@ -146,8 +146,7 @@ TEST_F(Fixture, BufferTooSmallAndSamples) {
     EXPECT_EQ(cn_forecast(model, req, nullptr, small.data(), small.size(), nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(msg(), "out: buffer holds 10 floats, the forecast needs 168");
     std::vector<float> out(168), samples(8);
-    EXPECT_EQ(cn_forecast(model, req, nullptr, out.data(), out.size(), samples.data(), samples.size(), err),
-              CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(cn_forecast(model, req, nullptr, out.data(), out.size(), samples.data(), samples.size(), err), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(cn_forecast(model, req, nullptr, nullptr, 168, nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(msg(), "out is NULL");
 }
@@ -297,11 +296,12 @@ TEST_F(ThreadCounts, BatchInvariantAndTheSameForEveryThreadCount) {
             }
         }
     }
-    if (!thread_invariant) GTEST_SKIP() << "CPU results may depend on the thread count here: " << [] {
-        const char* d = nullptr;
-        cn_cpu_numerics(&d);
-        return std::string(d);
-    }();
+    if (!thread_invariant)
+        GTEST_SKIP() << "CPU results may depend on the thread count here: " << [] {
+            const char* d = nullptr;
+            cn_cpu_numerics(&d);
+            return std::string(d);
+        }();
 }
 
 TEST(Chronos2Checkpoint, ShapeDisagreeingWithConfigNamesTheTensor) {
@@ -317,7 +317,8 @@ TEST(Chronos2Checkpoint, ShapeDisagreeingWithConfigNamesTheTensor) {
     cn_error_create(&err);
     cn_model* m = nullptr;
     EXPECT_EQ(cn_model_create(d.path().c_str(), nullptr, &m, err), CN_STATUS_MODEL_FORMAT);
-    EXPECT_NE(std::string(cn_error_message(err)).find("tensor \"encoder.block.0.layer.2.mlp.wi.weight\" has shape [64, 32] but the config implies [65, 32]"),
+    EXPECT_NE(std::string(cn_error_message(err))
+                  .find("tensor \"encoder.block.0.layer.2.mlp.wi.weight\" has shape [64, 32] but the config implies [65, 32]"),
               std::string::npos)
         << cn_error_message(err);
     EXPECT_EQ(m, nullptr);

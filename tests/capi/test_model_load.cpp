@@ -99,8 +99,7 @@ TEST(ModelLoad, ModesOnCpu) {
     cn_error* err = nullptr;
     cn_error_create(&err);
     EXPECT_EQ(cn_model_set_mode(r.model, CN_MODE_GRAPH, err), CN_STATUS_UNSUPPORTED);
-    EXPECT_NE(std::string(cn_error_message(err)).find("mode 'graph' is not available"), std::string::npos)
-        << cn_error_message(err);
+    EXPECT_NE(std::string(cn_error_message(err)).find("mode 'graph' is not available"), std::string::npos) << cn_error_message(err);
     cn_mode m = CN_MODE_FUSED;
     ASSERT_EQ(cn_model_get_mode(r.model, &m, err), CN_STATUS_OK);
     EXPECT_EQ(m, CN_MODE_EAGER) << "a refused switch leaves the mode as it was";
@@ -175,8 +174,8 @@ TEST(ModelLoad, ShardedChronos2) {
     std::vector<cn::test::F32Tensor> a(tensors.begin(), tensors.begin() + half), b(tensors.begin() + half, tensors.end());
     std::string map;
     for (size_t i = 0; i < tensors.size(); ++i) {
-        map += (i ? "," : "") + std::string("\"") + tensors[i].name + "\":\"model-0000" + (i < half ? "1" : "2") +
-               "-of-00002.safetensors\"";
+        map +=
+            (i ? "," : "") + std::string("\"") + tensors[i].name + "\":\"model-0000" + (i < half ? "1" : "2") + "-of-00002.safetensors\"";
     }
     cn::test::write_file(d.file("config.json"), cn::test::chronos2_config_json(dims));
     cn::test::write_file(d.file("model-00001-of-00002.safetensors"), cn::test::safetensors_f32(a));

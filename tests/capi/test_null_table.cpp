@@ -60,33 +60,42 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
         {"cn_model_create", [&](cn_error* e) { return cn_model_create(nullptr, nullptr, &model_out, e); }, INV},
         {"cn_model_create", [&](cn_error* e) { return cn_model_create("/tmp", nullptr, nullptr, e); }, INV},
         {"cn_model_create", [&](cn_error* e) { return cn_model_create("", nullptr, &model_out, e); }, INV},
-        {"cn_model_create", [&](cn_error* e) { return cn_model_create("/nonexistent/x", nullptr, &model_out, e); },
-         CN_STATUS_NOT_FOUND},
-        {"cn_model_create", [&](cn_error* e) {
+        {"cn_model_create", [&](cn_error* e) { return cn_model_create("/nonexistent/x", nullptr, &model_out, e); }, CN_STATUS_NOT_FOUND},
+        {"cn_model_create",
+         [&](cn_error* e) {
              cn_model_params p = params;
              p.struct_size = 0;
              return cn_model_create("/tmp", &p, &model_out, e);
-         }, INV},
-        {"cn_model_create", [&](cn_error* e) {
+         },
+         INV},
+        {"cn_model_create",
+         [&](cn_error* e) {
              cn_model_params p = params;
              p.device_type = 7;
              return cn_model_create("/tmp", &p, &model_out, e);
-         }, INV},
-        {"cn_model_create", [&](cn_error* e) {
+         },
+         INV},
+        {"cn_model_create",
+         [&](cn_error* e) {
              cn_model_params p = params;
              p.dtype = -3;
              return cn_model_create("/tmp", &p, &model_out, e);
-         }, INV},
-        {"cn_model_create", [&](cn_error* e) {
+         },
+         INV},
+        {"cn_model_create",
+         [&](cn_error* e) {
              cn_model_params p = params;
              p.mode = 42;
              return cn_model_create("/tmp", &p, &model_out, e);
-         }, INV},
-        {"cn_model_create", [&](cn_error* e) {
+         },
+         INV},
+        {"cn_model_create",
+         [&](cn_error* e) {
              cn_model_params p = params;
              p.n_threads = -1;
              return cn_model_create("/tmp", &p, &model_out, e);
-         }, INV},
+         },
+         INV},
         {"cn_model_get_info", [&](cn_error* e) { return cn_model_get_info(nullptr, &info, e); }, INV},
         {"cn_model_describe", [&](cn_error* e) { return cn_model_describe(nullptr, nullptr, 0, &n, e); }, INV},
         {"cn_model_get_quantiles", [&](cn_error* e) { return cn_model_get_quantiles(nullptr, out, 8, &n, e); }, INV},
@@ -98,36 +107,44 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
         {"cn_run_options_set_seed", [](cn_error* e) { return cn_run_options_set_seed(nullptr, 5, e); }, INV},
         {"cn_run_options_get_progress", [](cn_error* e) { return cn_run_options_get_progress(nullptr, nullptr, nullptr, e); }, INV},
         {"cn_forecast_request_create", [](cn_error* e) { return cn_forecast_request_create(nullptr, e); }, INV},
-        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(nullptr, values, 3, -1, nullptr, e); }, INV},
-        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(req, nullptr, 3, -1, nullptr, e); }, INV},
-        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(req, values, 0, -1, nullptr, e); }, INV},
-        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(req, values, 3, -7, nullptr, e); }, INV},
-        {"cn_forecast_request_add_series", [&](cn_error* e) {
-             return cn_forecast_request_add_series(req, values, SIZE_MAX, -1, nullptr, e);
-         }, INV},
-        {"cn_forecast_request_add_covariate", [&](cn_error* e) { return cn_forecast_request_add_covariate(nullptr, 0, values, 3, nullptr, 0, e); }, INV},
-        {"cn_forecast_request_add_covariate", [&](cn_error* e) { return cn_forecast_request_add_covariate(req, 99, values, 3, nullptr, 0, e); }, INV},
-        {"cn_forecast_request_add_categorical_covariate", [&](cn_error* e) {
-             return cn_forecast_request_add_categorical_covariate(nullptr, 0, texts, 1, nullptr, 0, e);
-         }, INV},
-        {"cn_forecast_request_add_categorical_covariate", [&](cn_error* e) {
-             return cn_forecast_request_add_categorical_covariate(req, 0, nullptr, 1, nullptr, 0, e);
-         }, INV},
-        {"cn_forecast_request_set_timestamps", [&](cn_error* e) { return cn_forecast_request_set_timestamps(nullptr, 0, nullptr, 0, nullptr, 0, e); }, INV},
+        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(nullptr, values, 3, -1, nullptr, e); },
+         INV},
+        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(req, nullptr, 3, -1, nullptr, e); },
+         INV},
+        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(req, values, 0, -1, nullptr, e); },
+         INV},
+        {"cn_forecast_request_add_series", [&](cn_error* e) { return cn_forecast_request_add_series(req, values, 3, -7, nullptr, e); },
+         INV},
+        {"cn_forecast_request_add_series",
+         [&](cn_error* e) { return cn_forecast_request_add_series(req, values, SIZE_MAX, -1, nullptr, e); }, INV},
+        {"cn_forecast_request_add_covariate",
+         [&](cn_error* e) { return cn_forecast_request_add_covariate(nullptr, 0, values, 3, nullptr, 0, e); }, INV},
+        {"cn_forecast_request_add_covariate",
+         [&](cn_error* e) { return cn_forecast_request_add_covariate(req, 99, values, 3, nullptr, 0, e); }, INV},
+        {"cn_forecast_request_add_categorical_covariate",
+         [&](cn_error* e) { return cn_forecast_request_add_categorical_covariate(nullptr, 0, texts, 1, nullptr, 0, e); }, INV},
+        {"cn_forecast_request_add_categorical_covariate",
+         [&](cn_error* e) { return cn_forecast_request_add_categorical_covariate(req, 0, nullptr, 1, nullptr, 0, e); }, INV},
+        {"cn_forecast_request_set_timestamps",
+         [&](cn_error* e) { return cn_forecast_request_set_timestamps(nullptr, 0, nullptr, 0, nullptr, 0, e); }, INV},
         {"cn_forecast_request_set_horizon", [](cn_error* e) { return cn_forecast_request_set_horizon(nullptr, 4, e); }, INV},
         {"cn_forecast_request_set_horizon", [&](cn_error* e) { return cn_forecast_request_set_horizon(req, 0, e); }, INV},
         {"cn_forecast_request_set_horizon", [&](cn_error* e) { return cn_forecast_request_set_horizon(req, -4, e); }, INV},
         {"cn_forecast_request_set_horizon", [&](cn_error* e) { return cn_forecast_request_set_horizon(req, INT64_MAX, e); }, INV},
         {"cn_forecast_request_set_quantiles", [&](cn_error* e) { return cn_forecast_request_set_quantiles(nullptr, values, 1, e); }, INV},
         {"cn_forecast_request_set_quantiles", [&](cn_error* e) { return cn_forecast_request_set_quantiles(req, nullptr, 1, e); }, INV},
-        {"cn_forecast_request_set_quantiles", [&](cn_error* e) {
+        {"cn_forecast_request_set_quantiles",
+         [&](cn_error* e) {
              const float q[2] = {0.5f, kNaN};
              return cn_forecast_request_set_quantiles(req, q, 2, e);
-         }, INV},
-        {"cn_forecast_request_set_quantiles", [&](cn_error* e) {
+         },
+         INV},
+        {"cn_forecast_request_set_quantiles",
+         [&](cn_error* e) {
              const float q[2] = {0.9f, 1.5f};
              return cn_forecast_request_set_quantiles(req, q, 2, e);
-         }, INV},
+         },
+         INV},
         {"cn_forecast_request_set_sampling", [](cn_error* e) { return cn_forecast_request_set_sampling(nullptr, 1, 0, 1, 1, e); }, INV},
         {"cn_forecast_request_set_sampling", [&](cn_error* e) { return cn_forecast_request_set_sampling(req, kNaN, 0, 1, 1, e); }, INV},
         {"cn_forecast_request_set_sampling", [&](cn_error* e) { return cn_forecast_request_set_sampling(req, 1, -1, 1, 1, e); }, INV},
@@ -158,8 +175,8 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
         // With an error object: the status is stored with a message.
         const cn_status s = c.call(err);
         EXPECT_EQ(s, c.expected) << cn_error_message(err);
-        const bool takes_error = std::string(c.function) != "cn_error_create" &&
-                                 std::string(c.function).find("_from_name") == std::string::npos;
+        const bool takes_error =
+            std::string(c.function) != "cn_error_create" && std::string(c.function).find("_from_name") == std::string::npos;
         if (takes_error) {
             EXPECT_EQ(cn_error_status(err), c.expected);
             EXPECT_STRNE(cn_error_message(err), "") << "a failure must carry a message";

@@ -33,12 +33,18 @@ std::vector<float> column(const std::string& kind, int64_t n, uint64_t seed) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
         const double u = static_cast<double>(state >> 40) / 16777216.0;
         double v;
-        if (kind == "walk") v = 97.3 + (u - 0.5);
-        else if (kind == "constant") v = c;
-        else if (kind == "near_constant") v = i % 3 == 0 ? std::nextafter(c, std::numeric_limits<float>::infinity()) : c;
-        else if (kind == "alternating") v = i % 2 == 0 ? 42.5 : -42.5;
-        else if (kind == "tiny") v = 1e-30 * (u + 0.5);
-        else v = 1e18 * (u + 0.5);
+        if (kind == "walk")
+            v = 97.3 + (u - 0.5);
+        else if (kind == "constant")
+            v = c;
+        else if (kind == "near_constant")
+            v = i % 3 == 0 ? std::nextafter(c, std::numeric_limits<float>::infinity()) : c;
+        else if (kind == "alternating")
+            v = i % 2 == 0 ? 42.5 : -42.5;
+        else if (kind == "tiny")
+            v = 1e-30 * (u + 0.5);
+        else
+            v = 1e18 * (u + 0.5);
         out[static_cast<size_t>(i)] = static_cast<float>(v);
     }
     return out;

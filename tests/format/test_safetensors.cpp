@@ -41,8 +41,8 @@ std::vector<Case> corrupt_cases() {
         {"bad JSON", safetensors_raw("{\"a\":", ""), Status::kModelFormat, "syntax error"},
         {"JSON with NaN", safetensors_raw(R"({"__metadata__":{"x":NaN}})", ""), Status::kModelFormat, "syntax error"},
         {"trailing garbage after JSON", safetensors_raw("{} x", ""), Status::kModelFormat, "syntax error"},
-        {"duplicate tensor names", safetensors_raw("{" + ok_entry + "," + ok_entry + "}", f32_bytes(2)),
-         Status::kModelFormat, "duplicate key \"a\""},
+        {"duplicate tensor names", safetensors_raw("{" + ok_entry + "," + ok_entry + "}", f32_bytes(2)), Status::kModelFormat,
+         "duplicate key \"a\""},
         {"unknown dtype", safetensors_raw(R"({"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}})", std::string(16, 'x')),
          Status::kModelFormat, "unsupported dtype \"F128\""},
         {"wrong dtype size", safetensors_raw(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,6]}})", std::string(6, 'x')),
@@ -51,8 +51,8 @@ std::vector<Case> corrupt_cases() {
          Status::kModelFormat, "needs 8"},
         {"offsets out of range", safetensors_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32_bytes(1)),
          Status::kModelFormat, "truncated file"},
-        {"offsets end before begin", safetensors_raw(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", ""),
-         Status::kModelFormat, "end < begin"},
+        {"offsets end before begin", safetensors_raw(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", ""), Status::kModelFormat,
+         "end < begin"},
         {"overlapping tensors",
          safetensors_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                          f32_bytes(3)),
@@ -62,23 +62,23 @@ std::vector<Case> corrupt_cases() {
                          f32_bytes(3)),
          Status::kModelFormat, "(hole)"},
         {"trailing bytes after data", safetensors_raw("{" + ok_entry + "}", f32_bytes(3)), Status::kModelFormat, "(trailing bytes)"},
-        {"negative dimension", safetensors_raw(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
-         Status::kModelFormat, "negative dimension"},
+        {"negative dimension", safetensors_raw(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""), Status::kModelFormat,
+         "negative dimension"},
         {"float dimension", safetensors_raw(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", f32_bytes(1)),
          Status::kModelFormat, "must be integers"},
         {"dimension over 2^40", safetensors_raw(R"({"a":{"dtype":"U8","shape":[1099511627777],"data_offsets":[0,0]}})", ""),
          Status::kModelFormat, "exceeds 2^40"},
         {"element count overflow",
-         safetensors_raw(R"({"a":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})", ""),
-         Status::kModelFormat, "overflows"},
+         safetensors_raw(R"({"a":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})", ""), Status::kModelFormat,
+         "overflows"},
         {"rank too high", safetensors_raw(R"({"a":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})", f32_bytes(1)),
          Status::kModelFormat, "rank 9 exceeds 8"},
-        {"negative offset", safetensors_raw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", ""),
-         Status::kModelFormat, "non-negative integers"},
+        {"negative offset", safetensors_raw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", ""), Status::kModelFormat,
+         "non-negative integers"},
         {"offsets not a pair", safetensors_raw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", f32_bytes(1)),
          Status::kModelFormat, "must be [begin, end]"},
-        {"missing dtype", safetensors_raw(R"({"a":{"shape":[1],"data_offsets":[0,4]}})", f32_bytes(1)),
-         Status::kModelFormat, "missing or non-string \"dtype\""},
+        {"missing dtype", safetensors_raw(R"({"a":{"shape":[1],"data_offsets":[0,4]}})", f32_bytes(1)), Status::kModelFormat,
+         "missing or non-string \"dtype\""},
         {"unknown field", safetensors_raw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", f32_bytes(1)),
          Status::kModelFormat, "unknown field \"x\""},
         {"entry not an object", safetensors_raw(R"({"a":3})", ""), Status::kModelFormat, "entry is not an object"},
@@ -147,9 +147,7 @@ void expect_open_fails(const std::string& dir, Status status, const std::string&
     }
 }
 
-std::string index_json(const std::string& weight_map) {
-    return R"({"metadata":{"total_size":16},"weight_map":{)" + weight_map + "}}";
-}
+std::string index_json(const std::string& weight_map) { return R"({"metadata":{"total_size":16},"weight_map":{)" + weight_map + "}}"; }
 
 }  // namespace
 
@@ -201,13 +199,12 @@ TEST(Checkpoint, CorruptIndexTable) {
         {"missing shard file", index_json(R"("a":"absent.safetensors")"), Status::kNotFound, "absent.safetensors: no such file"},
         {"tensor not in its shard", index_json(R"("a":"s1.safetensors","b":"s1.safetensors","q":"s1.safetensors")"), Status::kModelFormat,
          "tensor \"q\" is missing from shard s1.safetensors"},
-        {"shard tensor not in index", index_json(R"("a":"s1.safetensors")"), Status::kModelFormat,
-         "tensor \"b\" is not listed"},
+        {"shard tensor not in index", index_json(R"("a":"s1.safetensors")"), Status::kModelFormat, "tensor \"b\" is not listed"},
         {"tensor listed under another shard", index_json(R"("a":"s1.safetensors","b":"s2.safetensors","c":"s2.safetensors")"),
          Status::kModelFormat, "tensor \"b\" is listed in model.safetensors.index.json under shard s2.safetensors"},
         // s3 holds "a" too: a tensor may live in exactly one shard, the one the index names.
-        {"tensor in two shards", index_json(R"("a":"s1.safetensors","b":"s1.safetensors","c":"s3.safetensors")"),
-         Status::kModelFormat, "s3.safetensors: tensor \"a\" is listed in model.safetensors.index.json under shard s1"},
+        {"tensor in two shards", index_json(R"("a":"s1.safetensors","b":"s1.safetensors","c":"s3.safetensors")"), Status::kModelFormat,
+         "s3.safetensors: tensor \"a\" is listed in model.safetensors.index.json under shard s1"},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.name);

@@ -22,8 +22,8 @@ const cn::text::WordPieceTokenizer& tokenizer() {
         cn::text::WordPieceOptions o;
         o.max_length = 64;
         return cn::text::WordPieceTokenizer::from_vocab_text(
-            "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\nthe\nknight\n##s\n##ing\nshin\n.\n,\n!\n\u4e2d\n\u6587\ne\n##e\n",
-            o, "fuzz-vocab");
+            "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\nthe\nknight\n##s\n##ing\nshin\n.\n,\n!\n\u4e2d\n\u6587\ne\n##e\n", o,
+            "fuzz-vocab");
     }();
     return t;
 }

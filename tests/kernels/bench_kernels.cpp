@@ -30,15 +30,15 @@
 #include <ATen/ops/nanmean.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
-#include <ATen/ops/randn.h>
 #include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/sinh.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
-#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
 #include "kernels/chronos2_io.h"
@@ -212,7 +212,8 @@ void decode_table() {
                         }),
                         kv_bytes});
         rows.push_back({"decode_attention_append, " + std::to_string(p + 1) + " rows", time_us([&] {
-                            cn::kernels::decode_attention_append(qkv.select(1, 0), qkv.select(1, 1), qkv.select(1, 2), kc, vc, pos, inv, 0.125);
+                            cn::kernels::decode_attention_append(qkv.select(1, 0), qkv.select(1, 1), qkv.select(1, 2), kc, vc, pos, inv,
+                                                                 0.125);
                         }),
                         kv_bytes});
     }
@@ -297,8 +298,8 @@ int main() {
     std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
     for (const auto& r : rows) {
         const double gbs = r.bytes / (r.ours_us * 1e-6) / 1e9;
-        std::printf("| %s | %s | %s | %.2f | %.2f | %.1fx | %.0f | %.1f%% |\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(),
-                    r.aten_us, r.ours_us, r.aten_us / r.ours_us, gbs, 100.0 * gbs / copy_gbs);
+        std::printf("| %s | %s | %s | %.2f | %.2f | %.1fx | %.0f | %.1f%% |\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(), r.aten_us,
+                    r.ours_us, r.aten_us / r.ours_us, gbs, 100.0 * gbs / copy_gbs);
     }
     decode_table();
     return 0;

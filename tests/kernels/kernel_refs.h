@@ -26,10 +26,10 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/isnan.h>
-#include <ATen/ops/nanmean.h>
 #include <ATen/ops/nan_to_num.h>
-#include <ATen/ops/randn.h>
+#include <ATen/ops/nanmean.h>
 #include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/sinh.h>
@@ -79,8 +79,7 @@ inline void expect_close(const at::Tensor& got_in, const at::Tensor& ref_in, dou
         if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
     }
     EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.numel() << " elements off; worst at " << worst << ": got "
-                      << (worst >= 0 ? g[worst] : 0) << " want " << (worst >= 0 ? r[worst] : 0) << " (err/tol "
-                      << worst_ratio << ")";
+                      << (worst >= 0 ? g[worst] : 0) << " want " << (worst >= 0 ? r[worst] : 0) << " (err/tol " << worst_ratio << ")";
 }
 
 // Share of elements that are bit-equal after rounding both to `dt` (a check that differences are rare).
@@ -153,8 +152,7 @@ inline RefPrep ref_preprocess(const at::Tensor& context, const at::Tensor& futur
     auto tokens = [&](const at::Tensor& vals, const at::Tensor& time, int64_t T) {
         const at::Tensor m = at::isnan(vals).logical_not();
         const at::Tensor z = at::where(m, norm(vals), at::zeros({}, at::kDouble));
-        return at::cat({rnd(time, dt).view({1, T, pp}).expand({B, T, pp}), z.view({B, T, pp}),
-                        m.to(at::kDouble).view({B, T, pp})}, -1);
+        return at::cat({rnd(time, dt).view({1, T, pp}).expand({B, T, pp}), z.view({B, T, pp}), m.to(at::kDouble).view({B, T, pp})}, -1);
     };
     RefPrep r;
     const at::Tensor ctx_time = at::arange(-P * pp, 0, at::kDouble) / p.time_scale;
@@ -171,8 +169,8 @@ inline RefPrep ref_preprocess(const at::Tensor& context, const at::Tensor& futur
     return r;
 }
 
-inline at::Tensor ref_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q,
-                                  int64_t p, bool arcsinh) {
+inline at::Tensor ref_postprocess(const at::Tensor& head, const at::Tensor& loc, const at::Tensor& scale, int64_t Q, int64_t p,
+                                  bool arcsinh) {
     const at::Tensor h = head.to(at::kCPU).to(at::kDouble);
     const int64_t B = h.size(0), N = h.size(1);
     at::Tensor v = h.view({B, N, Q, p}).permute({0, 2, 1, 3}).reshape({B, Q, N * p});
@@ -211,7 +209,7 @@ inline std::vector<std::vector<float>> degenerate_rows() {
         const int64_t one = static_cast<int64_t>(unit(rng) * static_cast<float>(n)) % n;
         row([&](int64_t i) { return i == one ? 42.42f : nan; });
         row([&](int64_t) { return nan; });
-        row([&](int64_t) { return 1e20f * (1.f + normal(rng)); });            // (x - loc)^2 overflows
+        row([&](int64_t) { return 1e20f * (1.f + normal(rng)); });  // (x - loc)^2 overflows
         row([&](int64_t i) { return i % 3 == 0 ? 1e30f : (i % 3 == 1 ? 1e-30f : -5.f); });
     }
     return rows;

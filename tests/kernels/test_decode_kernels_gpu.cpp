@@ -7,12 +7,12 @@
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/ops/allclose.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/isnan.h>
-#include <ATen/ops/allclose.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/multinomial.h>
@@ -66,10 +66,10 @@ TEST(KvCacheGpu, AppendEqualsCpuPath) {
             at::Tensor qkv_g = qkv.cuda(), kc_g = kc.cuda(), vc_g = vc.cuda();
             const at::Tensor pc = at::full({1}, 37, at::kLong), pg = pc.cuda();
             const at::Tensor ic = rope ? inv : at::Tensor(), ig = rope ? inv.cuda() : at::Tensor();
-            cn::kernels::rope_kv_append_cpu_(rope ? qkv_c.select(1, 0) : at::Tensor(), qkv_c.select(1, 1), qkv_c.select(1, 2), kc_c,
-                                             vc_c, pc, ic);
-            cn::kernels::rope_kv_append_(rope ? qkv_g.select(1, 0) : at::Tensor(), qkv_g.select(1, 1), qkv_g.select(1, 2), kc_g, vc_g,
-                                         pg, ig);
+            cn::kernels::rope_kv_append_cpu_(rope ? qkv_c.select(1, 0) : at::Tensor(), qkv_c.select(1, 1), qkv_c.select(1, 2), kc_c, vc_c,
+                                             pc, ic);
+            cn::kernels::rope_kv_append_(rope ? qkv_g.select(1, 0) : at::Tensor(), qkv_g.select(1, 1), qkv_g.select(1, 2), kc_g, vc_g, pg,
+                                         ig);
             const std::string what = std::string(c10::toString(dt)) + (rope ? " rope" : " copy");
             expect_close(kc_g, kc_c, rtol(dt), 1e-6, what + " k cache");  // cosf/sinf vs std::cos/sin: an ulp
             EXPECT_TRUE(at::equal(vc_g.cpu(), vc_c)) << what;
@@ -89,8 +89,8 @@ TEST(KvCacheGpu, DecodeAttentionMatchesFp64) {
             for (int64_t p : {int64_t{0}, M / 2, M - 1}) {
                 const at::Tensor got = cn::kernels::decode_attention(qkv.cuda().select(1, 0), kc.cuda(), vc.cuda(),
                                                                      at::full({1}, p, at::kLong).cuda(), 1.0 / std::sqrt(double(hd)));
-                const std::string what = std::string(c10::toString(dt)) + " H" + std::to_string(H) + " hd" + std::to_string(hd) +
-                                         " M" + std::to_string(M) + " p" + std::to_string(p);
+                const std::string what = std::string(c10::toString(dt)) + " H" + std::to_string(H) + " hd" + std::to_string(hd) + " M" +
+                                         std::to_string(M) + " p" + std::to_string(p);
                 expect_close(got, cn::test::ref_decode_attention(qkv.select(1, 0), kc, vc, p, 1.0 / std::sqrt(double(hd))),
                              dt == at::kFloat ? 1e-5 : rtol(dt), dt == at::kFloat ? 1e-6 : 1e-2, what);
             }
@@ -210,8 +210,12 @@ TEST(SkinnyGemmGpu, MatchesFp64WithinTheSumsRounding) {
     REQUIRE_CUDA();
     at::manual_seed(21);
     for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
-        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 7}, {8, 512, 2048},
-                               {16, 768, 100}, {5, 1024, 1024}}) {
+        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536},
+                               {1, 1024, 512},
+                               {3, 8, 7},
+                               {8, 512, 2048},
+                               {16, 768, 100},
+                               {5, 1024, 1024}}) {
             for (bool bias : {true, false}) {
                 const at::Tensor x = at::randn({M, K}).to(dt), w = (at::randn({N, K}) * 0.05).to(dt), b = at::randn({N}).to(dt);
                 ASSERT_TRUE(cn::kernels::skinny_linear_fits(x.cuda(), w.cuda()));
@@ -221,8 +225,8 @@ TEST(SkinnyGemmGpu, MatchesFp64WithinTheSumsRounding) {
                 if (bias) ref = ref + b.to(at::kDouble), mag = mag + b.to(at::kDouble).abs();
                 // fp32 sums in another order: a few fp32 ulps of the sum of |products|; then one rounding to T.
                 const at::Tensor bound = mag * 4e-6 + ref.abs() * (dt == at::kFloat ? 0.0 : rtol(dt)) + 1e-30;
-                const std::string what = std::string(c10::toString(dt)) + " M" + std::to_string(M) + " K" + std::to_string(K) +
-                                         " N" + std::to_string(N) + (bias ? " bias" : "");
+                const std::string what = std::string(c10::toString(dt)) + " M" + std::to_string(M) + " K" + std::to_string(K) + " N" +
+                                         std::to_string(N) + (bias ? " bias" : "");
                 EXPECT_EQ(((out - ref).abs() > bound).sum().item<int64_t>(), 0) << what;
             }
         }
@@ -230,7 +234,8 @@ TEST(SkinnyGemmGpu, MatchesFp64WithinTheSumsRounding) {
     // Shapes it does not take fall back to at::linear.
     EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({17, 64}).cuda(), at::randn({8, 64}).cuda()));
     EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({2, 60}).cuda(), at::randn({8, 60}).cuda()));
-    EXPECT_FALSE(cn::kernels::skinny_linear_fits(at::randn({129}).cuda().narrow(0, 1, 128).view({2, 64}), at::randn({8, 64}).cuda()));  // misaligned
+    EXPECT_FALSE(
+        cn::kernels::skinny_linear_fits(at::randn({129}).cuda().narrow(0, 1, 128).view({2, 64}), at::randn({8, 64}).cuda()));  // misaligned
     const at::Tensor x = at::randn({32, 64}).cuda(), w = at::randn({8, 64}).cuda();
     EXPECT_TRUE(at::allclose(cn::kernels::skinny_linear(x, w, {}), at::linear(x, w)));
 }
@@ -241,9 +246,9 @@ TEST(SkinnyGemmGpu, NormResidualAndSwigluMatchTheUnfusedOps) {
     REQUIRE_CUDA();
     at::manual_seed(23);
     for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
-        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 8}, {16, 256, 64}, {5, 512, 2048},
-                               {4, 64, 7}}) {
-            for (int mode = 0; mode < 5; ++mode) {  // 0 norm, 1 norm + residual, 2 norm + swiglu, 3 swiglu, 4 residual
+        for (auto [M, K, N] :
+             {std::tuple<int64_t, int64_t, int64_t>{2, 512, 1536}, {1, 1024, 512}, {3, 8, 8}, {16, 256, 64}, {5, 512, 2048}, {4, 64, 7}}) {
+            for (int mode = 0; mode < 5; ++mode) {                     // 0 norm, 1 norm + residual, 2 norm + swiglu, 3 swiglu, 4 residual
                 if (N % 2 != 0 && (mode == 2 || mode == 3)) continue;  // swiglu needs [w1 | w3] halves
                 cn::kernels::SkinnyOptions o;
                 const at::Tensor x = (at::randn({M, K}) * 2).to(dt).cuda();
@@ -318,10 +323,10 @@ TEST(KvCacheGpu, AttentionWithAppendEqualsAppendThenAttention) {
                                                  pos, rope ? inv : at::Tensor());
                     const at::Tensor want = cn::kernels::decode_attention(qkv1.select(1, 0), kc1, vc1, pos, scale);
                     at::Tensor qkv2 = qkv.clone(), kc2 = kc.clone(), vc2 = vc.clone();
-                    const at::Tensor got = cn::kernels::decode_attention_append(qkv2.select(1, 0), qkv2.select(1, 1), qkv2.select(1, 2), kc2,
-                                                                                vc2, pos, rope ? inv : at::Tensor(), scale);
-                    const std::string what = std::string(c10::toString(dt)) + " H" + std::to_string(H) + " hd" + std::to_string(hd) +
-                                             " p" + std::to_string(p) + (rope ? " rope" : " copy");
+                    const at::Tensor got = cn::kernels::decode_attention_append(qkv2.select(1, 0), qkv2.select(1, 1), qkv2.select(1, 2),
+                                                                                kc2, vc2, pos, rope ? inv : at::Tensor(), scale);
+                    const std::string what = std::string(c10::toString(dt)) + " H" + std::to_string(H) + " hd" + std::to_string(hd) + " p" +
+                                             std::to_string(p) + (rope ? " rope" : " copy");
                     EXPECT_TRUE(at::equal(got, want)) << what;
                     EXPECT_TRUE(at::equal(kc2, kc1)) << what;
                     EXPECT_TRUE(at::equal(vc2, vc1)) << what;
@@ -332,15 +337,17 @@ TEST(KvCacheGpu, AttentionWithAppendEqualsAppendThenAttention) {
                         kc4[1][2][p / 2][3] = std::numeric_limits<float>::quiet_NaN();
                         at::Tensor qkv4 = qkv.clone(), vc4 = vc1.clone();
                         const at::Tensor o4 = cn::kernels::decode_attention_append(qkv4.select(1, 0), qkv4.select(1, 1), qkv4.select(1, 2),
-                                                                                   kc4, vc4, pos, inv, scale).cpu();
+                                                                                   kc4, vc4, pos, inv, scale)
+                                                  .cpu();
                         EXPECT_TRUE(at::isnan(o4[1].narrow(0, 2 * hd, hd)).all().item<bool>()) << what << " NaN row";
                         EXPECT_FALSE(at::isnan(o4[0]).any().item<bool>()) << what << " other rows";
                         EXPECT_FALSE(at::isnan(o4[1].narrow(0, 0, hd)).any().item<bool>()) << what << " other heads";
                     }
                     // And the CPU composite agrees within the rounding of its sums.
                     at::Tensor qkv3 = qkv.cpu(), kc3 = kc.cpu(), vc3 = vc.cpu();
-                    const at::Tensor cpu = cn::kernels::decode_attention_append(qkv3.select(1, 0), qkv3.select(1, 1), qkv3.select(1, 2), kc3,
-                                                                                vc3, pos.cpu(), rope ? inv.cpu() : at::Tensor(), scale);
+                    const at::Tensor cpu =
+                        cn::kernels::decode_attention_append(qkv3.select(1, 0), qkv3.select(1, 1), qkv3.select(1, 2), kc3, vc3, pos.cpu(),
+                                                             rope ? inv.cpu() : at::Tensor(), scale);
                     expect_close(got, cpu, dt == at::kFloat ? 1e-5 : rtol(dt), dt == at::kFloat ? 1e-6 : 1e-2, what + " vs cpu");
                 }
             }

@@ -10,12 +10,12 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include <ATen/ops/empty.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/nansum.h>
@@ -29,9 +29,9 @@
 #include "core/runtime/cpu_numerics.h"
 #include "kernels/cascade_sum.h"
 #include "kernels/chronos2_io.h"
-#include "kernels/series_linear.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/series_linear.h"
 #include "tests/kernels/kernel_refs.h"
 
 using cn::test::expect_close;
@@ -117,17 +117,17 @@ TEST(RopeCpu, PositionOffsets) {
     const at::Tensor x = at::randn({2, 3, 4, 16}, at::kFloat);
     const at::Tensor want = cn::test::ref_rope(x, inv, 12);
     const at::Tensor a = x.clone(), b = x.clone();
-    cn::kernels::rope_cpu_(a, inv, 12);                                    // host offset
-    cn::kernels::rope_cpu_(b, inv, 5, at::full({1}, 7, at::kLong));        // host + tensor offset
+    cn::kernels::rope_cpu_(a, inv, 12);                              // host offset
+    cn::kernels::rope_cpu_(b, inv, 5, at::full({1}, 7, at::kLong));  // host + tensor offset
     expect_close(a, want, rtol(at::kFloat), 1e-6, "pos0");
     EXPECT_TRUE(at::equal(a, b));
 }
 
 TEST(RopeCpu, RefusesBadLayouts) {
     const at::Tensor inv = at::ones({4});
-    EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 3, 7}), inv), cn::Error);            // odd dk
+    EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 3, 7}), inv), cn::Error);                  // odd dk
     EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 8, 3}).transpose(2, 3), inv), cn::Error);  // last dim strided
-    EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 3, 8}), at::ones({3})), cn::Error);    // wrong table
+    EXPECT_THROW(cn::kernels::rope_cpu_(at::ones({1, 2, 3, 8}), at::ones({3})), cn::Error);        // wrong table
 }
 
 TEST(Chronos2PreprocessCpu, MatchesFp64Reference) {
@@ -146,8 +146,8 @@ TEST(Chronos2PreprocessCpu, MatchesFp64Reference) {
                     if (with_future) fut = cn::test::make_context(6, 29, 99 + L);  // shorter than N p = 48
                     const auto got = cn::kernels::chronos2_preprocess_cpu(ctx, fut, p);
                     const auto want = cn::test::ref_preprocess(ctx, fut, p);
-                    const std::string what = std::string(c10::toString(dt)) + " L=" + std::to_string(L) +
-                                             (arcsinh ? " asinh" : "") + (with_future ? " future" : "");
+                    const std::string what = std::string(c10::toString(dt)) + " L=" + std::to_string(L) + (arcsinh ? " asinh" : "") +
+                                             (with_future ? " future" : "");
                     EXPECT_EQ(got.context_patches, (L + 15) / 16) << what;
                     // The statistics are the reference's fp32 ones bit for bit (the constant row included).
                     EXPECT_TRUE(at::equal(got.loc.to(at::kDouble), want.loc)) << what;
@@ -255,7 +255,9 @@ TEST(SeriesLinearCpu, BitsIndependentOfThreadsBatchAndAlignment) {
     const int threads = at::get_num_threads();
     at::manual_seed(3);
     const int64_t B = 3;
-    struct Shape { int64_t R, K, N; };
+    struct Shape {
+        int64_t R, K, N;
+    };
     for (const Shape sh : {Shape{36, 768, 3072}, Shape{36, 3072, 768}, Shape{8, 48, 32}, Shape{17, 64, 32}}) {
         const int64_t R = sh.R, K = sh.K, N = sh.N;
         const std::string shape = std::to_string(R) + "x" + std::to_string(K) + "->" + std::to_string(N);

@@ -28,9 +28,7 @@ namespace {
 
 const c10::ScalarType kTypes[] = {at::kFloat, at::kBFloat16, at::kHalf};
 
-at::Tensor poisoned_like(const at::Tensor& t) {
-    return at::full_like(t, std::numeric_limits<double>::quiet_NaN());
-}
+at::Tensor poisoned_like(const at::Tensor& t) { return at::full_like(t, std::numeric_limits<double>::quiet_NaN()); }
 
 }  // namespace
 #endif
@@ -206,8 +204,8 @@ TEST(Chronos2PostprocessGpu, MatchesFp64Reference) {
             cn::kernels::chronos2_postprocess_cuda(head, loc, scale, Q, p, arcsinh, out);
             const std::string what = std::string(c10::toString(dt)) + (arcsinh ? " asinh" : "");
             expect_close(out, cn::test::ref_postprocess(head, loc, scale, Q, p, arcsinh), 1e-6, 1e-4, what);
-            expect_close(out, cn::kernels::chronos2_postprocess_cpu(head.cpu(), loc.cpu(), scale.cpu(), Q, p, arcsinh), 1e-6,
-                         1e-4, what + " vs cpu");
+            expect_close(out, cn::kernels::chronos2_postprocess_cpu(head.cpu(), loc.cpu(), scale.cpu(), Q, p, arcsinh), 1e-6, 1e-4,
+                         what + " vs cpu");
         }
     }
 }

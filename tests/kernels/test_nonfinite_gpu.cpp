@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <ATen/Context.h>
-#include <ATen/ops/rand.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/rand.h>
 #include <ATen/ops/where.h>
 
 #include "kernels/nonfinite.h"

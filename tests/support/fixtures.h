@@ -1,12 +1,12 @@
 // Test helpers: temporary directories and hand-made safetensors / config files. LibTorch-free.
 #pragma once
 
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -27,8 +27,7 @@ public:
         path_ = buf.data();
     }
     ~TempDir() {
-        ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-               FTW_DEPTH | FTW_PHYS);
+        ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16, FTW_DEPTH | FTW_PHYS);
     }
     const std::string& path() const { return path_; }
     std::string file(const std::string& name) const { return path_ + "/" + name; }
@@ -80,8 +79,8 @@ inline std::string safetensors_f32(std::vector<F32Tensor> tensors, uint32_t seed
         std::string shape = "[";
         for (size_t k = 0; k < t.shape.size(); ++k) shape += (k ? "," : "") + std::to_string(t.shape[k]);
         shape += "]";
-        header += (i ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"F32\",\"shape\":" + shape +
-                  ",\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+        header += (i ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[" +
+                  std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
     }
     header += "}";
     while (header.size() % 8) header += ' ';
@@ -136,10 +135,10 @@ inline std::string chronos2_config_json(const Chronos2Dims& d) {
            ", \"d_kv\": " + std::to_string(d.d_kv) + ", \"d_ff\": " + std::to_string(d.d_ff) +
            ", \"num_layers\": " + std::to_string(d.num_layers) + ", \"num_heads\": " + std::to_string(d.num_heads) +
            ", \"layer_norm_epsilon\": 1e-6, \"feed_forward_proj\": \"relu\", \"rope_theta\": 10000.0,"
-           " \"chronos_config\": {\"context_length\": " + std::to_string(d.context_length) +
-           ", \"input_patch_size\": " + std::to_string(d.patch) + ", \"input_patch_stride\": " + std::to_string(d.patch) +
-           ", \"output_patch_size\": " + std::to_string(d.patch) + ", \"max_output_patches\": " +
-           std::to_string(d.max_output_patches) + ", \"quantiles\": " + q +
+           " \"chronos_config\": {\"context_length\": " +
+           std::to_string(d.context_length) + ", \"input_patch_size\": " + std::to_string(d.patch) +
+           ", \"input_patch_stride\": " + std::to_string(d.patch) + ", \"output_patch_size\": " + std::to_string(d.patch) +
+           ", \"max_output_patches\": " + std::to_string(d.max_output_patches) + ", \"quantiles\": " + q +
            ", \"use_reg_token\": true, \"use_arcsinh\": true}}";
 }
 

@@ -49,8 +49,7 @@ const Fixtures& fixtures() {
         const auto j = nlohmann::json::parse(cn::test::read_file(kDir + "/tokens.json"));
         f.max_length = j.at("max_length").get<size_t>();
         for (const auto& c : j.at("cases")) {
-            f.cases.push_back({c.at("name").get<std::string>(), c.at("text").get<std::string>(),
-                               c.at("ids").get<std::vector<int32_t>>()});
+            f.cases.push_back({c.at("name").get<std::string>(), c.at("text").get<std::string>(), c.at("ids").get<std::vector<int32_t>>()});
         }
         return f;
     }();
@@ -132,8 +131,8 @@ TEST(WordPiece, IdsMatchSentenceTransformers) {
             continue;
         }
         if (e.ids != c.ids) {
-            ADD_FAILURE() << c.name << ": ids differ\n  text:      " << escaped(c.text)
-                          << "\n  reference: " << ids_str(c.ids) << "\n  ours:      " << ids_str(e.ids);
+            ADD_FAILURE() << c.name << ": ids differ\n  text:      " << escaped(c.text) << "\n  reference: " << ids_str(c.ids)
+                          << "\n  ours:      " << ids_str(e.ids);
             continue;
         }
         ++pass;
@@ -195,8 +194,8 @@ TEST(WordPiece, NormalizedWordsMatchReference) {
         }
         ++pass;
     }
-    std::printf("[ fixtures ] %zu of %zu normalization texts give the reference words (%zu distinct chars)\n", pass,
-                cases.size(), chars.size());
+    std::printf("[ fixtures ] %zu of %zu normalization texts give the reference words (%zu distinct chars)\n", pass, cases.size(),
+                chars.size());
     EXPECT_EQ(pass, cases.size());
 }
 
@@ -213,7 +212,7 @@ TEST(WordPiece, EncodeIntoReusesTheBuffer) {
 TEST(WordPiece, EmptyAndBlankTexts) {
     const std::vector<int32_t> cls_sep = {101, 102};
     for (const std::string& s : {std::string(), std::string(" "), std::string("\t\n\r "), std::string("\0\0", 2),
-                                std::string("\xE2\x80\x8B"), std::string("\xEF\xBF\xBD")}) {
+                                 std::string("\xE2\x80\x8B"), std::string("\xEF\xBF\xBD")}) {
         const auto e = tokenizer().encode(s);
         ASSERT_TRUE(e.ok()) << e.message;
         EXPECT_EQ(e.ids, cls_sep) << escaped(s);
@@ -301,8 +300,8 @@ TEST(WordPiece, InvalidUtf8IsAnError) {
     const auto e = tokenizer().encode(long_text + "\xFF", 256);
     EXPECT_EQ(e.status, Status::kInvalidArgument);
     // Boundaries that are valid.
-    for (const std::string ok : {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF",
-                                 "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF"}) {
+    for (const std::string ok :
+         {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF", "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF"}) {
         const auto r = tokenizer().encode(ok);
         EXPECT_TRUE(r.ok()) << escaped(ok) << ": " << r.message;
     }
@@ -310,8 +309,7 @@ TEST(WordPiece, InvalidUtf8IsAnError) {
 
 TEST(WordPiece, VocabularyErrors) {
     cn::test::TempDir dir;
-    expect_error([&] { WordPieceTokenizer::from_vocab_file(dir.file("missing.txt")); }, Status::kNotFound,
-                 "missing.txt': not found");
+    expect_error([&] { WordPieceTokenizer::from_vocab_file(dir.file("missing.txt")); }, Status::kNotFound, "missing.txt': not found");
     expect_error([&] { WordPieceTokenizer::from_vocab_file(dir.path()); }, Status::kModelFormat, "not a regular file");
     auto load = [&](const std::string& name, const std::string& content) {
         cn::test::write_file(dir.file(name), content);
@@ -319,23 +317,22 @@ TEST(WordPiece, VocabularyErrors) {
     };
     const std::string base = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
     expect_error([&] { load("empty.txt", ""); }, Status::kModelFormat, "no tokens");
-    expect_error([&] { load("bad_utf8.txt", base + "ok\nbad\xFF\n"); }, Status::kModelFormat,
-                 "line 7: invalid UTF-8");
+    expect_error([&] { load("bad_utf8.txt", base + "ok\nbad\xFF\n"); }, Status::kModelFormat, "line 7: invalid UTF-8");
     expect_error([&] { load("dup.txt", base + "a\nb\na\n"); }, Status::kModelFormat, "line 8: duplicate token 'a'");
     expect_error([&] { load("blank.txt", base + "a\n\nb\n"); }, Status::kModelFormat, "line 7: empty token");
     expect_error([&] { load("no_unk.txt", "[PAD]\n[CLS]\n[SEP]\n[MASK]\n"); }, Status::kModelFormat,
                  "unknown token '[UNK]' is not in the vocabulary");
     expect_error([&] { load("no_mask.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n"); }, Status::kModelFormat,
                  "special token '[MASK]' is not in the vocabulary");
-    expect_error([&] { load("binary.txt", std::string("\x00\x01\x02\xFE\xFF", 5)); }, Status::kModelFormat,
-                 "invalid UTF-8");
+    expect_error([&] { load("binary.txt", std::string("\x00\x01\x02\xFE\xFF", 5)); }, Status::kModelFormat, "invalid UTF-8");
     WordPieceOptions o;
     o.max_length = 1;
     expect_error([&] { WordPieceTokenizer::from_vocab_text(base, o); }, Status::kInvalidArgument, "max_length");
 
     // A tiny vocabulary, CRLF line ends and no final newline: greedy longest match, ## pieces, [UNK] words.
-    const auto t = load("tiny.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nun\r\n##believ\r\n##able\r\n"
-                                    "unbeliev\r\n##a\r\n##ble\r\n!\r\nab");
+    const auto t = load("tiny.txt",
+                        "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nun\r\n##believ\r\n##able\r\n"
+                        "unbeliev\r\n##a\r\n##ble\r\n!\r\nab");
     EXPECT_EQ(t.vocab_size(), 13u);
     EXPECT_EQ(t.encode("Unbelievable!").ids, (std::vector<int32_t>{2, 8, 7, 11, 3}));
     EXPECT_EQ(t.encode("unbelievablex ab").ids, (std::vector<int32_t>{2, 1, 12, 3}));
@@ -497,8 +494,7 @@ TEST(WordPiece, Timing) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < reps; ++i) t.encode_into(s.text, 256, ids, msg);
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("[ timing   ] %-36s %4zu bytes -> %3zu ids: %.2f us per encode_into\n", s.what, s.text.size(),
-                    ids.size(), us / reps);
+        std::printf("[ timing   ] %-36s %4zu bytes -> %3zu ids: %.2f us per encode_into\n", s.what, s.text.size(), ids.size(), us / reps);
         const auto t1 = std::chrono::steady_clock::now();
         for (int i = 0; i < reps; ++i) {
             const auto e = t.encode(s.text);

@@ -12,7 +12,10 @@
 
 namespace cn::bert {
 
-enum class Pooling { kMean, kCls };
+enum class Pooling {
+    kMean,
+    kCls
+};
 
 struct BertConfig {
     int64_t hidden = 384;

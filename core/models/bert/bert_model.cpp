@@ -99,9 +99,9 @@ private:
         at::Tensor x = at::index_select(w_.word, 0, ids) + w_.pos.slice(0, 0, T) + w_.type.select(0, 0);
         x = layers::layer_norm(x, w_.emb_norm, eps).unsqueeze(0);  // [1, T, H]
         for (const Layer& l : w_.layers) {
-            const at::Tensor a = layers::attention(layers::split_heads(layers::linear(x, l.q), heads),
-                                                   layers::split_heads(layers::linear(x, l.k), heads),
-                                                   layers::split_heads(layers::linear(x, l.v), heads));
+            const at::Tensor a =
+                layers::attention(layers::split_heads(layers::linear(x, l.q), heads), layers::split_heads(layers::linear(x, l.k), heads),
+                                  layers::split_heads(layers::linear(x, l.v), heads));
             x = layers::layer_norm(layers::linear(layers::merge_heads(a), l.o) + x, l.attn_norm, eps);
             x = layers::layer_norm(layers::gelu_mlp(x, l.up, l.down) + x, l.out_norm, eps);  // exact (erf) GELU
         }

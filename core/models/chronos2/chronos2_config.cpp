@@ -41,12 +41,12 @@ Chronos2Config parse_chronos2_config(const format::ModelConfig& cfg) {
     }
     c.patch_size = in_patch;
     c.max_output_patches = cfg.get_int("chronos_config.max_output_patches", 1, 1 << 16, 1);
-    c.time_encoding_scale = cfg.get_double("chronos_config.time_encoding_scale", 1e-30, 1e30,
-                                           static_cast<double>(c.context_length));
+    c.time_encoding_scale = cfg.get_double("chronos_config.time_encoding_scale", 1e-30, 1e30, static_cast<double>(c.context_length));
     c.use_arcsinh = cfg.get_bool("chronos_config.use_arcsinh", false);
     if (!cfg.get_bool("chronos_config.use_reg_token", false)) {
-        fail(Status::kUnsupported, cfg.label() + ": field 'chronos_config.use_reg_token': false is not supported "
-                                                 "(the reference forward requires the REG token)");
+        fail(Status::kUnsupported, cfg.label() +
+                                       ": field 'chronos_config.use_reg_token': false is not supported "
+                                       "(the reference forward requires the REG token)");
     }
     c.quantiles = cfg.get_double_array("chronos_config.quantiles", 0.0, 1.0, 1, 1024);
     for (size_t i = 0; i < c.quantiles.size(); ++i) {

@@ -21,9 +21,9 @@ struct Chronos2Config {
     double rope_theta = 10000.0;
     // chronos_config
     int64_t context_length = 0;
-    int64_t patch_size = 0;           // input_patch_size == input_patch_stride == output_patch_size
+    int64_t patch_size = 0;  // input_patch_size == input_patch_stride == output_patch_size
     int64_t max_output_patches = 1;
-    double time_encoding_scale = 0;   // defaults to context_length
+    double time_encoding_scale = 0;  // defaults to context_length
     bool use_arcsinh = false;
     std::vector<double> quantiles;
 

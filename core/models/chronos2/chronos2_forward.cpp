@@ -108,8 +108,8 @@ at::Tensor group_attention(const at::Tensor& q, const at::Tensor& k, const at::T
             continue;
         }
         const at::Tensor m = mask.index_select(2, idx).index_select(3, idx);
-        const at::Tensor a = at::scaled_dot_product_attention(q.index_select(2, idx), k.index_select(2, idx),
-                                                              v.index_select(2, idx), m, 0.0, false, /*scale=*/1.0);
+        const at::Tensor a = at::scaled_dot_product_attention(q.index_select(2, idx), k.index_select(2, idx), v.index_select(2, idx), m,
+                                                              0.0, false, /*scale=*/1.0);
         out.index_copy_(2, idx, a);
     }
     return out;
@@ -122,7 +122,6 @@ double lowest(c10::ScalarType dt) {
         default: return static_cast<double>(std::numeric_limits<float>::lowest());
     }
 }
-
 
 at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dt, const at::Tensor& context_in,
                    const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t N, bool singleton_groups) {
@@ -155,11 +154,7 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
     const at::Tensor patched_ctx = at::where(patched_mask > 0.0, patch(z, p), at::zeros({}, fdt));
     const at::Tensor patch_valid = patched_mask.sum(-1) > 0;  // [B, P]
     const int64_t P = patch_valid.size(1);
-    const at::Tensor ctx_time = at::arange(-P * p, 0, f32)
-                                    .view({1, P, p})
-                                    .expand({B, P, p})
-                                    .div(cfg.time_encoding_scale)
-                                    .to(dt);
+    const at::Tensor ctx_time = at::arange(-P * p, 0, f32).view({1, P, p}).expand({B, P, p}).div(cfg.time_encoding_scale).to(dt);
     at::Tensor embeds = residual_block(w.input_embed, at::cat({ctx_time, patched_ctx, patched_mask}, -1));
 
     // REG token.
@@ -197,9 +192,9 @@ at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::Sca
     const at::Tensor time_mask = (1.0 - attention_mask.view({B, 1, 1, S})) * minv;
     at::Tensor group_mask;
     if (!singleton_groups) {
-        const at::Tensor same = (group_ids.view({B, 1}) == group_ids.view({1, B})).to(dt);       // [q, b]
-        const at::Tensor gtm = same.view({B, B, 1}) * attention_mask.view({1, B, S});            // [q, b, t]
-        group_mask = (1.0 - gtm.permute({2, 0, 1}).unsqueeze(1)) * minv;                       // [t, 1, q, b]
+        const at::Tensor same = (group_ids.view({B, 1}) == group_ids.view({1, B})).to(dt);  // [q, b]
+        const at::Tensor gtm = same.view({B, B, 1}) * attention_mask.view({1, B, S});       // [q, b, t]
+        group_mask = (1.0 - gtm.permute({2, 0, 1}).unsqueeze(1)) * minv;                    // [t, 1, q, b]
     }
 
     // RoPE tables (fp32, then the model dtype), positions 0..S-1; w.inv_freq is on the device already (no host

@@ -42,8 +42,7 @@ double lowest(c10::ScalarType dt);
 // `singleton_groups` (every id distinct) skips the group attention's scores, which is exact: each
 // unmasked query then attends to itself alone.
 at::Tensor forward(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, const at::Tensor& context,
-                   const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
-                   bool singleton_groups);
+                   const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches, bool singleton_groups);
 
 // The same pass on cutenative's kernels (fused mode, chronos2_fused.cpp): same contract, results equal to
 // forward() up to rounding, still batch-invariant.
@@ -58,7 +57,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
 at::Tensor group_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                            const at::Tensor& group_ids);
 
-using ForwardFn = at::Tensor (*)(const Chronos2Config&, const Chronos2Weights&, c10::ScalarType, const at::Tensor&,
-                                 const at::Tensor&, const at::Tensor&, int64_t, bool);
+using ForwardFn = at::Tensor (*)(const Chronos2Config&, const Chronos2Weights&, c10::ScalarType, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&, int64_t, bool);
 
 }  // namespace cn::chronos2

@@ -27,9 +27,7 @@ namespace {
 
 // x [B, R, K] -> [B, R, O] and x [S, B, K] -> [S, B, O] (group attention's layout): GEMMs per series written into
 // the output, batch- and thread-invariant (kernels/series_linear.h).
-at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) {
-    return kernels::series_linear(x, w, b, 0);
-}
+at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) { return kernels::series_linear(x, w, b, 0); }
 
 at::Tensor group_linear(const at::Tensor& x, const at::Tensor& w) { return kernels::series_linear(x, w, {}, 1); }
 
@@ -69,7 +67,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
     at::Tensor group_mask;
     if (!singleton_groups) {
         const at::Tensor same = (group_ids.view({B, 1}) == group_ids.view({1, B})).to(dt);  // [q, b]
-        const at::Tensor gtm = same.view({B, B, 1}) * prep.valid.view({1, B, S});             // [q, b, t]
+        const at::Tensor gtm = same.view({B, B, 1}) * prep.valid.view({1, B, S});           // [q, b, t]
         group_mask = (1.0 - gtm.permute({2, 0, 1}).unsqueeze(1)) * lowest(dt);              // [t, 1, q, b]
     }
 

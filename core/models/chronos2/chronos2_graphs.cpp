@@ -19,7 +19,6 @@ int64_t bucket_rows(int64_t b) {
     return p;
 }
 
-
 // Group ids of padding rows: distinct from each other and from any real id.
 constexpr int64_t kPadGroupBase = int64_t{1} << 40;
 
@@ -30,8 +29,8 @@ struct GraphCache::Entry {
     at::Tensor context, group_ids, future, out;
 };
 
-GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device,
-                       ForwardFn fn, size_t max_graphs)
+GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device, ForwardFn fn,
+                       size_t max_graphs)
     : cfg_(cfg),
       w_(w),
       dtype_(dtype),
@@ -61,8 +60,7 @@ std::unique_ptr<GraphCache::Entry> GraphCache::capture(const Key& key) {
     return e;
 }
 
-at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future,
-                           int64_t N, bool singleton) {
+at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future, int64_t N, bool singleton) {
     const GraphPool::Lock lock = pool_.lock();
     c10::cuda::CUDAGuard device_guard(device_);
     const int64_t B = context.size(0), L = context.size(1);

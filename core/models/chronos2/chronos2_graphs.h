@@ -21,16 +21,16 @@ namespace cn::chronos2 {
 class GraphCache {
 public:
     // `fn` is the pass to capture: forward (graph mode) or forward_fused (fused mode).
-    GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device,
-               ForwardFn fn = forward, size_t max_graphs = 64);
+    GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device, ForwardFn fn = forward,
+               size_t max_graphs = 64);
     ~GraphCache();
     GraphCache(const GraphCache&) = delete;
     GraphCache& operator=(const GraphCache&) = delete;
 
     // Same contract as forward(); inputs on the device. Calls are serialised (the graphs own static
     // buffers). Returns a fresh tensor [B, Q, N * patch].
-    at::Tensor run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future_covariates,
-                   int64_t num_output_patches, bool singleton_groups);
+    at::Tensor run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
+                   bool singleton_groups);
 
     // Device bytes the captured graphs keep (their memory pools and static buffers); read without the lock.
     uint64_t pool_bytes() const;
@@ -46,7 +46,7 @@ private:
     c10::ScalarType dtype_;
     c10::Device device_;
     ForwardFn fn_;
-    GraphPool pool_;                      // the mutex serialising run(), and the bytes of every entry
+    GraphPool pool_;                     // the mutex serialising run(), and the bytes of every entry
     LruGraphCache<Key, Entry> entries_;  // up to max_graphs, least recently used evicted
 };
 

@@ -25,8 +25,8 @@ void declare_residual_block(Weights& w, ResidualBlockWeights& r, const std::stri
     w.declare(r.residual_b, p + ".residual_layer.bias", {out});
 }
 
-void declare_attention(Weights& w, at::Tensor& q, at::Tensor& k, at::Tensor& v, at::Tensor& o, const std::string& p,
-                       int64_t inner, int64_t d) {
+void declare_attention(Weights& w, at::Tensor& q, at::Tensor& k, at::Tensor& v, at::Tensor& o, const std::string& p, int64_t inner,
+                       int64_t d) {
     w.declare(q, p + ".q.weight", {inner, d});
     w.declare(k, p + ".k.weight", {inner, d});
     w.declare(v, p + ".v.weight", {inner, d});
@@ -97,13 +97,9 @@ public:
         info.n_default_quantiles = static_cast<int64_t>(cfg_.quantiles.size());
     }
 
-    std::vector<float> quantiles() const override {
-        return std::vector<float>(cfg_.quantiles.begin(), cfg_.quantiles.end());
-    }
+    std::vector<float> quantiles() const override { return std::vector<float>(cfg_.quantiles.begin(), cfg_.quantiles.end()); }
 
-    ForecastShape forecast_shape(const ForecastRequest& req) const override {
-        return chronos2::forecast_shape(cfg_, pipe_, req);
-    }
+    ForecastShape forecast_shape(const ForecastRequest& req) const override { return chronos2::forecast_shape(cfg_, pipe_, req); }
 
     void forecast(const ForecastRequest& req, RunContext& run, float* out, size_t out_count, float* samples,
                   size_t samples_count) override {
@@ -127,8 +123,8 @@ protected:
         if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);
         std::unique_ptr<GraphCache> graphs;
         if (options_.device.is_cuda() && mode != CN_MODE_EAGER) {
-            graphs = std::make_unique<GraphCache>(cfg_, w_, options_.dtype, options_.device,
-                                                  mode == CN_MODE_FUSED ? forward_fused : forward);
+            graphs =
+                std::make_unique<GraphCache>(cfg_, w_, options_.dtype, options_.device, mode == CN_MODE_FUSED ? forward_fused : forward);
         }
         graphs_ = std::move(graphs);
         pipe_.graphs = graphs_.get();
@@ -155,8 +151,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Model> load_chronos2(const std::string& dir, const format::ModelConfig& config,
-                                     const ModelOptions& options) {
+std::unique_ptr<Model> load_chronos2(const std::string& dir, const format::ModelConfig& config, const ModelOptions& options) {
     Chronos2Config cfg = parse_chronos2_config(config);
     auto checkpoint = format::Checkpoint::open(dir);
     Weights w(checkpoint, WeightLoadOptions{options.device, options.dtype, options.mmap_weights, options.check_tensors});

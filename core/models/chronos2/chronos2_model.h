@@ -6,8 +6,8 @@
 
 #include "core/format/model_config.h"
 #include "core/models/chronos2/chronos2_forward.h"
-#include "core/runtime/weights.h"
 #include "core/runtime/model.h"
+#include "core/runtime/weights.h"
 
 namespace cn::chronos2 {
 
@@ -18,7 +18,6 @@ void declare_weights(const Chronos2Config& cfg, Weights& w, Chronos2Weights& out
 // which the checkpoint does not hold.
 void finish_weights(const Chronos2Config& cfg, c10::Device device, Chronos2Weights& out);
 
-std::unique_ptr<Model> load_chronos2(const std::string& dir, const format::ModelConfig& config,
-                                     const ModelOptions& options);
+std::unique_ptr<Model> load_chronos2(const std::string& dir, const format::ModelConfig& config, const ModelOptions& options);
 
 }  // namespace cn::chronos2

@@ -173,9 +173,8 @@ PreparedTask prepare(const Chronos2Config& cfg, const ForecastRequest& req, cons
     const std::vector<float>& first_target = req.series[t.targets.front()].values;
     auto put_cov = [&](const ForecastCovariate* cov) {
         if (cov->categorical) {
-            const EncodedCovariate e = t.targets.size() == 1
-                                           ? target_encode(cov->past_labels, cov->future_labels, first_target)
-                                           : ordinal_encode(cov->past_labels, cov->future_labels, *cats.of.at(cov));
+            const EncodedCovariate e = t.targets.size() == 1 ? target_encode(cov->past_labels, cov->future_labels, first_target)
+                                                             : ordinal_encode(cov->past_labels, cov->future_labels, *cats.of.at(cov));
             put_past(e.past);
             std::copy(e.future.begin(), e.future.end(), f + r * H);
         } else {
@@ -212,8 +211,10 @@ at::Tensor left_pad_cat(const std::vector<at::Tensor>& parts) {
 // Pads (NaN) or trims future covariates to `width` steps; undefined when nothing is known.
 at::Tensor step_future(const at::Tensor& fc, int64_t width) {
     at::Tensor f = fc;
-    if (f.size(1) < width) f = at::cat({f, at::full({f.size(0), width - f.size(1)}, kNaN, f.options())}, 1);
-    else f = f.slice(1, 0, width);
+    if (f.size(1) < width)
+        f = at::cat({f, at::full({f.size(0), width - f.size(1)}, kNaN, f.options())}, 1);
+    else
+        f = f.slice(1, 0, width);
     return f;
 }
 
@@ -295,8 +296,10 @@ QuantileMap map_quantiles(const Chronos2Config& cfg, const ForecastRequest& req)
     }
     for (float q : req.quantiles) {
         auto it = std::find(model_q.begin(), model_q.end(), q);
-        if (it == model_q.end()) m.subset = false;
-        else m.index.push_back(it - model_q.begin());
+        if (it == model_q.end())
+            m.subset = false;
+        else
+            m.index.push_back(it - model_q.begin());
     }
     if (!m.subset) m.query = at::tensor(req.quantiles, at::kFloat);
     return m;
@@ -317,8 +320,8 @@ ForecastShape forecast_shape(const Chronos2Config& cfg, const PipelineOptions& o
     return s;
 }
 
-void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, const ForecastRequest& req,
-              RunContext& run, float* out, size_t out_count) {
+void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, const ForecastRequest& req, RunContext& run,
+              float* out, size_t out_count) {
     const ForecastShape shape = forecast_shape(cfg, opt, req);
     if (out_count < shape.n_values()) {
         invalid("out: buffer holds " + std::to_string(out_count) + " floats, the forecast needs " + std::to_string(shape.n_values()));
@@ -355,9 +358,9 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         }
         if (!mask_fits(rows, grouped)) {
             invalid("task of series[" + std::to_string(tasks[start].targets.front()) + "]: " + std::to_string(tasks[start].rows()) +
-                    " rows (targets and covariates) attend to each other over " + std::to_string(rows * paths) +
-                    " rows x " + std::to_string(tokens) + " tokens, above the library's limit of " +
-                    std::to_string(kMaxGroupMask) + " mask elements; give smaller groups or fewer covariates" +
+                    " rows (targets and covariates) attend to each other over " + std::to_string(rows * paths) + " rows x " +
+                    std::to_string(tokens) + " tokens, above the library's limit of " + std::to_string(kMaxGroupMask) +
+                    " mask elements; give smaller groups or fewer covariates" +
                     (paths > 1 ? std::string(", or a horizon within the native ") + std::to_string(cfg.native_horizon()) : std::string()));
         }
         batches.emplace_back(start, i);

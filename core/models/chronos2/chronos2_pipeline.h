@@ -32,7 +32,7 @@ ForecastShape forecast_shape(const Chronos2Config& cfg, const PipelineOptions& o
 // Runs the request; writes [series][quantile][horizon] floats into out (out_count >= shape.n_values()).
 // Throws cn::Error(kInvalidArgument) naming the field for bad values, kCancelled / kDeadlineExceeded
 // when the run context says so (checked between batches and rollout steps).
-void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, const ForecastRequest& req,
-              RunContext& run, float* out, size_t out_count);
+void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, const ForecastRequest& req, RunContext& run,
+              float* out, size_t out_count);
 
 }  // namespace cn::chronos2

@@ -26,8 +26,8 @@ KronosConfig parse_kronos_config(const format::ModelConfig& cfg, const std::stri
     }
     auto head_dims = [&](const std::string& label, int64_t d, int64_t h, const char* what) {
         if (d % h != 0 || (d / h) % 2 != 0) {
-            fail(Status::kModelFormat, label + ": d_model " + std::to_string(d) + " must split into " + std::to_string(h) + " " +
-                                           what + " heads of an even size (RoPE)");
+            fail(Status::kModelFormat, label + ": d_model " + std::to_string(d) + " must split into " + std::to_string(h) + " " + what +
+                                           " heads of an even size (RoPE)");
         }
     };
     head_dims(cfg.label(), p.d_model, p.n_heads, "attention");
@@ -35,8 +35,9 @@ KronosConfig parse_kronos_config(const format::ModelConfig& cfg, const std::stri
 
     const std::string tdir = dir + "/tokenizer";
     if (::access((tdir + "/config.json").c_str(), F_OK) != 0) {
-        fail(Status::kModelFormat, dir + ": no tokenizer/ directory (put the Kronos tokenizer's config.json and "
-                                         "model.safetensors there, e.g. a symlink to Kronos-Tokenizer-base)");
+        fail(Status::kModelFormat, dir +
+                                       ": no tokenizer/ directory (put the Kronos tokenizer's config.json and "
+                                       "model.safetensors there, e.g. a symlink to Kronos-Tokenizer-base)");
     }
     const auto t = format::ModelConfig::load(tdir);
     TokenizerConfig& k = c.tok;

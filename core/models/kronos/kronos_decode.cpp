@@ -74,9 +74,9 @@ struct Exec {
     // [cache.len, cur) are new to the cache (the whole history on the first step).
     Tokens cached(const DecodedBatch& t, KronosCache& cache, int64_t cur) const {
         const int64_t from = cache.len;
-        auto [logits1, last] = decode_s1_cached(nets.cfg.pred, nets.pred, t.all1.slice(1, from, cur).contiguous(),
-                                                t.all2.slice(1, from, cur).contiguous(), stamp.slice(1, from, cur).contiguous(),
-                                                cache, window(), opt.path);
+        auto [logits1, last] =
+            decode_s1_cached(nets.cfg.pred, nets.pred, t.all1.slice(1, from, cur).contiguous(), t.all2.slice(1, from, cur).contiguous(),
+                             stamp.slice(1, from, cur).contiguous(), cache, window(), opt.path);
         const at::Tensor s1 = sample(logits1);
         const at::Tensor s2 = sample(decode_s2_cached(nets.cfg.pred, nets.pred, last, s1, cache));
         return {s1, s2};
@@ -144,8 +144,9 @@ DecodedBatch decode_sliding(const Exec& e, KronosGraphs::Sliding& slide, const a
         } else {
             // A full window (cur - start == max_context rows): the captured recompute on the window's buffers; its
             // outputs are copied into all1/all2 before the next replay.
-            put(t, cur, e.opt.graphs->replay_sliding(*e.lock, slide, t.all1.slice(1, start, cur), t.all2.slice(1, start, cur),
-                                                     e.stamp.slice(1, start, cur)));
+            put(t, cur,
+                e.opt.graphs->replay_sliding(*e.lock, slide, t.all1.slice(1, start, cur), t.all2.slice(1, start, cur),
+                                             e.stamp.slice(1, start, cur)));
         }
         run.advance(1);
     }
@@ -166,8 +167,7 @@ DecodedBatch decode_graph_step(const Exec& e, KronosGraphs::Step& step, const at
     return t;
 }
 
-DecodedBatch decode_graph_ends(const Exec& e, KronosGraphs::Step& step, KronosGraphs::Ends& ends, const at::Tensor& x,
-                               RunContext& run) {
+DecodedBatch decode_graph_ends(const Exec& e, KronosGraphs::Step& step, KronosGraphs::Ends& ends, const at::Tensor& x, RunContext& run) {
     KronosGraphs::CallTokens c = e.opt.graphs->replay_call(*e.lock, step, ends, x, e.stamp, e.T0, e.P, run);
     return {std::move(c.all1), std::move(c.all2), std::move(c.z)};
 }
@@ -186,8 +186,8 @@ DecodeOptions decode_options(cn_mode mode, const PredictorWeights& pw, KronosGra
     return o;
 }
 
-DecodeCall::DecodeCall(const KronosNets& nets, const DecodeOptions& opt, const Sampling& sampling,
-                       const std::vector<BatchShape>& batches, int64_t horizon, uint64_t seed, c10::Device device)
+DecodeCall::DecodeCall(const KronosNets& nets, const DecodeOptions& opt, const Sampling& sampling, const std::vector<BatchShape>& batches,
+                       int64_t horizon, uint64_t seed, c10::Device device)
     : nets_(nets), opt_(opt), sampling_(sampling), horizon_(horizon) {
     if (!opt.graphs) {
         gen_ = make_generator(device, seed);

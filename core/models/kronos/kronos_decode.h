@@ -53,10 +53,16 @@ struct KronosNets {
 //   kGraphStep  the first step cached on a step entry's static cache, the rest replays of its step graph
 //   kGraphEnds  the whole batch as replays: prologue, steps, epilogue (or one whole-call graph)
 struct DecodePlan {
-    enum class Kind { kRecompute, kCached, kSliding, kGraphStep, kGraphEnds };
+    enum class Kind {
+        kRecompute,
+        kCached,
+        kSliding,
+        kGraphStep,
+        kGraphEnds
+    };
     Kind kind = Kind::kRecompute;
-    KronosGraphs::Step* step = nullptr;       // kGraphStep, kGraphEnds
-    KronosGraphs::Ends* ends = nullptr;       // kGraphEnds
+    KronosGraphs::Step* step = nullptr;        // kGraphStep, kGraphEnds
+    KronosGraphs::Ends* ends = nullptr;        // kGraphEnds
     KronosGraphs::Sliding* sliding = nullptr;  // kSliding
 };
 
@@ -89,7 +95,7 @@ private:
     const DecodeOptions& opt_;
     Sampling sampling_;
     int64_t horizon_;
-    std::optional<KronosGraphs::Lock> lock_;  // graph mode
+    std::optional<KronosGraphs::Lock> lock_;                           // graph mode
     bool use_steps_ = false, use_ends_ = false, use_sliding_ = false;  // graph mode: the entries this call captured
     at::Generator gen_;
 };

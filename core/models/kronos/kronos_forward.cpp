@@ -88,7 +88,8 @@ at::Tensor block(const Block& b, const at::Tensor& x_in) {
 // when L > 1, which only happens from pos0 = 0).
 void block_kernels(const Block& b, at::Tensor& x, at::Tensor& delta, int64_t pos0 = 0, const at::Tensor& k_cache = {},
                    const at::Tensor& v_cache = {}) {
-    if (!b.qkv.w.defined() || !b.w13.w.defined()) fail(Status::kInternal, "Kronos kernels path: the fused weights are built for CUDA models only");
+    if (!b.qkv.w.defined() || !b.w13.w.defined())
+        fail(Status::kInternal, "Kronos kernels path: the fused weights are built for CUDA models only");
     const int64_t B = x.size(0), L = x.size(1), d = x.size(2), H = b.heads, hd = d / H, F = b.w2.w.size(1);
     const at::Tensor n = delta.defined() ? kernels::add_rms_norm(x, delta, b.norm1, kNormEps) : kernels::rms_norm(x, b.norm1, kNormEps);
     const at::Tensor qkv = linear(n, b.qkv).view({B, L, 3, H, hd});
@@ -121,8 +122,7 @@ at::Tensor blocks(const std::vector<Block>& bs, at::Tensor x, Path path) {
 
 }  // namespace
 
-std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x,
-                                                   Path path) {
+std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x, Path path) {
     at::Tensor z = linear(blocks(w.encoder, linear(x, w.embed), path), w.quant_embed);
     // BSQuantizer: F.normalize, sign (0 -> -1), bits (q >= 0) little-endian into s1 (first half) and s2.
     z = z / z.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12).expand_as(z);
@@ -132,8 +132,7 @@ std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, c
     return {(bits.slice(-1, 0, h) * weights).sum(-1), (bits.slice(-1, h) * weights).sum(-1)};
 }
 
-at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& s1, const at::Tensor& s2,
-                            Path path) {
+at::Tensor tokenizer_decode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& s1, const at::Tensor& s2, Path path) {
     const int64_t dim = cfg.s1_bits + cfg.s2_bits;
     const at::Tensor mask = at::pow(2, at::arange(dim / 2, s1.options()));
     const at::Tensor b1 = (s1.unsqueeze(-1).bitwise_and(mask)) != 0;
@@ -160,8 +159,8 @@ at::Tensor decode_s2(const PredictorConfig& cfg, const PredictorWeights& w, cons
 }
 
 std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
-                                                   const at::Tensor& s2, const at::Tensor& stamp, KronosCache& c,
-                                                   int64_t capacity, Path path) {
+                                                   const at::Tensor& s2, const at::Tensor& stamp, KronosCache& c, int64_t capacity,
+                                                   Path path) {
     const int64_t N = s1.size(0), Lnew = s1.size(1), pos0 = c.len, end = pos0 + Lnew;
     at::Tensor x = embed_tokens(cfg, w, s1, s2, stamp);
     if (c.k.empty()) {
@@ -205,8 +204,8 @@ std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, c
     return {linear(last.squeeze(1), w.proj_s1), last};
 }
 
-at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last,
-                            const at::Tensor& s1, const KronosCache& c) {
+at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last, const at::Tensor& s1,
+                            const KronosCache& c) {
     const at::Tensor q = split_heads(linear(at::embedding(w.emb_s1, s1), w.dep_q), w.dep_heads);  // RoPE of length 1: identity
     const at::Tensor a = layers::attention(q, c.dep_k.narrow(2, 0, c.len), c.dep_v.narrow(2, 0, c.len), {}, /*causal=*/false);
     const at::Tensor x2 = rms_norm(context_last + linear(merge_heads(a), w.dep_o), w.dep_norm);
@@ -247,8 +246,8 @@ at::Tensor sample_static(const at::Tensor& logits, double temperature, int64_t t
 
 }  // namespace
 
-void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
-                        int64_t top_k, double top_p, at::Generator& gen) {
+void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature, int64_t top_k,
+                        double top_p, at::Generator& gen) {
     if (!w.dep_kv.w.defined() || (!w.blocks.empty() && !w.blocks[0].qkv.w.defined())) {
         fail(Status::kInternal, "decode_step_static: the fused weights are built for CUDA models only");
     }
@@ -270,8 +269,8 @@ void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, K
         return o;
     };
     // The input token at pos and its stamp -> [N, d]: the residual stream, a new tensor after every add.
-    at::Tensor x = lin(w.fusion, kernels::kronos_token_embed(st.hist1, st.hist2, st.pos, w.emb_s1, w.emb_s2,
-                                                                std::sqrt(static_cast<double>(d))));
+    at::Tensor x =
+        lin(w.fusion, kernels::kronos_token_embed(st.hist1, st.hist2, st.pos, w.emb_s1, w.emb_s2, std::sqrt(static_cast<double>(d))));
     kernels::kronos_add_time_(x, st.stamps, st.pos, {w.minute, w.hour, w.weekday, w.day, w.month});
     for (size_t l = 0; l < w.blocks.size(); ++l) {
         const Block& b = w.blocks[l];

@@ -20,7 +20,10 @@ namespace cn::kronos {
 // fused with the residual adds (kernels/rms_norm.h), one QKV and one w1|w3 GEMM, RoPE in place on q and k in one
 // launch (kernels/rope.h), SwiGLU (kernels/swiglu.h): ~10 launches per block instead of ~45, equal to the
 // reference up to the order of fp32 sums (bf16: the kernels' rounding points).
-enum class Path { kReference, kKernels };
+enum class Path {
+    kReference,
+    kKernels
+};
 
 // x [N, T, 6] normalised candles -> (s1, s2) token ids [N, T] int64.
 std::pair<at::Tensor, at::Tensor> tokenizer_encode(const TokenizerConfig& cfg, const TokenizerWeights& w, const at::Tensor& x,
@@ -48,11 +51,11 @@ struct KronosCache {
 // first call, 1 afterwards): appends to the cache and returns (s1 logits of the last token [N, V], its final
 // hidden state [N, 1, d]). Equal to decode_s1's last row up to rounding (GEMM shapes differ).
 std::pair<at::Tensor, at::Tensor> decode_s1_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& s1,
-                                                   const at::Tensor& s2, const at::Tensor& stamp, KronosCache& cache,
-                                                   int64_t capacity, Path path = Path::kReference);
+                                                   const at::Tensor& s2, const at::Tensor& stamp, KronosCache& cache, int64_t capacity,
+                                                   Path path = Path::kReference);
 // Cached decode_s2 for the last token: s2 logits [N, V].
-at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last,
-                            const at::Tensor& s1, const KronosCache& cache);
+at::Tensor decode_s2_cached(const PredictorConfig& cfg, const PredictorWeights& w, const at::Tensor& context_last, const at::Tensor& s1,
+                            const KronosCache& cache);
 
 // The state of graph-capturable decoding for one batch shape: the cache (capacity M rows), the token history
 // [N, M + 1] (position p holds the token at p), the stamps per position [N, M, 5] and the position of the next
@@ -70,8 +73,8 @@ struct KronosStepState {
 // SwiGLU behind, the w2 GEMM with the residual behind; then the heads, and top-p filter + draw in one launch
 // (kernels/sampling.h). Equal to the cached step up to the order of fp32 sums; the draws use the same generator
 // calls (one exponential_ per sampled token).
-void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature,
-                        int64_t top_k, double top_p, at::Generator& gen);
+void decode_step_static(const PredictorConfig& cfg, const PredictorWeights& w, KronosStepState& st, double temperature, int64_t top_k,
+                        double top_p, at::Generator& gen);
 
 // The reference's sample_from_logits: logits [N, V] / temperature, then top-k (k > 0; top-p is then NOT
 // applied, as in the reference) or top-p (< 1), softmax, one multinomial draw per row with `gen`. [N, 1] int64.

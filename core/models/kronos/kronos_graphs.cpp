@@ -40,8 +40,8 @@ struct KronosGraphs::Sliding {  // the full-window step: inputs win1/win2 [N, M]
 
 at::Generator cuda_generator(c10::Device device) { return at::cuda::detail::createCUDAGenerator(device.index()); }
 
-KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg,
-                           const TokenizerWeights& tw, c10::Device device)
+KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg, const TokenizerWeights& tw,
+                           c10::Device device)
     : cfg_(cfg),
       w_(w),
       tcfg_(tcfg),
@@ -90,9 +90,7 @@ KronosGraphs::Step& KronosGraphs::step(const Lock& lock, int64_t N, double tempe
     });
 }
 
-KronosGraphs::Ends* KronosGraphs::find_ends(const Lock& lock, Step& e, int64_t T0, int64_t P) {
-    return e.ends.find(lock, {T0, P});
-}
+KronosGraphs::Ends* KronosGraphs::find_ends(const Lock& lock, Step& e, int64_t T0, int64_t P) { return e.ends.find(lock, {T0, P}); }
 
 KronosGraphs::Ends& KronosGraphs::ends(const Lock& lock, Step& e, int64_t T0, int64_t P) {
     return e.ends.get(lock, {T0, P}, [&] {
@@ -162,8 +160,8 @@ KronosGraphs::Sliding& KronosGraphs::sliding(const Lock& lock, int64_t N, double
     });
 }
 
-KronosGraphs::CallTokens KronosGraphs::replay_call(const Lock& lock, Step& e, Ends& ends, const at::Tensor& x,
-                                                   const at::Tensor& stamp, int64_t T0, int64_t P, RunContext& run) {
+KronosGraphs::CallTokens KronosGraphs::replay_call(const Lock& lock, Step& e, Ends& ends, const at::Tensor& x, const at::Tensor& stamp,
+                                                   int64_t T0, int64_t P, RunContext& run) {
     pool_.check(lock);
     // The whole call as replays: prologue (tokenizer, prefill, first step), P - 1 steps, epilogue.
     KronosStepState& st = e.st;
@@ -211,8 +209,8 @@ void KronosGraphs::replay_steps(const Lock& lock, Step& e, const at::Tensor& sta
     all2.narrow(1, T0 + 1, P - 1).copy_(st.hist2.narrow(1, T0 + 1, P - 1));
 }
 
-std::pair<at::Tensor, at::Tensor> KronosGraphs::replay_sliding(const Lock& lock, Sliding& s, const at::Tensor& win1,
-                                                               const at::Tensor& win2, const at::Tensor& wstamp) {
+std::pair<at::Tensor, at::Tensor> KronosGraphs::replay_sliding(const Lock& lock, Sliding& s, const at::Tensor& win1, const at::Tensor& win2,
+                                                               const at::Tensor& wstamp) {
     pool_.check(lock);
     s.win1.copy_(win1);
     s.win2.copy_(win2);

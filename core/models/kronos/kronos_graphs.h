@@ -85,14 +85,14 @@ public:
     struct CallTokens {
         at::Tensor all1, all2, z;
     };
-    CallTokens replay_call(const Lock& lock, Step& e, Ends& ends, const at::Tensor& x, const at::Tensor& stamp, int64_t T0,
-                           int64_t P, RunContext& run);
+    CallTokens replay_call(const Lock& lock, Step& e, Ends& ends, const at::Tensor& x, const at::Tensor& stamp, int64_t T0, int64_t P,
+                           RunContext& run);
     // The entry's static cache, emptied: the cached path's first step (the prefill) fills it for the replays.
     KronosCache static_cache(const Lock& lock, Step& e);
     // Steps 1 .. P - 1 as replays after the first step was drawn into all1/all2 [N, T0 + P] (column T0): the
     // inputs are the history so far and the stamps; the drawn tokens go to columns T0 + 1 ...
-    void replay_steps(const Lock& lock, Step& e, const at::Tensor& stamp, int64_t T0, int64_t P, RunContext& run,
-                      at::Tensor& all1, at::Tensor& all2);
+    void replay_steps(const Lock& lock, Step& e, const at::Tensor& stamp, int64_t T0, int64_t P, RunContext& run, at::Tensor& all1,
+                      at::Tensor& all2);
     // One full-window step on the tokens win1/win2 [N, M] and stamps [N, M, 5]: the drawn (s1, s2) [N, 1], views of
     // the entry's outputs (read them before the next replay).
     std::pair<at::Tensor, at::Tensor> replay_sliding(const Lock& lock, Sliding& s, const at::Tensor& win1, const at::Tensor& win2,

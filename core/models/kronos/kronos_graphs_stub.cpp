@@ -9,9 +9,7 @@
 namespace cn::kronos {
 namespace {
 
-[[noreturn]] void no_cuda(const std::string& what) {
-    fail(Status::kUnsupported, what + " needs CUDA, and this build has none");
-}
+[[noreturn]] void no_cuda(const std::string& what) { fail(Status::kUnsupported, what + " needs CUDA, and this build has none"); }
 
 }  // namespace
 
@@ -21,8 +19,8 @@ struct KronosGraphs::Sliding {};
 
 at::Generator cuda_generator(c10::Device) { no_cuda("a CUDA generator"); }
 
-KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg,
-                           const TokenizerWeights& tw, c10::Device device)
+KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg, const TokenizerWeights& tw,
+                           c10::Device device)
     : cfg_(cfg),
       w_(w),
       tcfg_(tcfg),

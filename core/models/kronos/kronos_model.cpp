@@ -66,12 +66,12 @@ public:
         forecast_impl(req, run, out, out_count, samples, samples_count, nullptr);
     }
 
-    void forecast_impl(const ForecastRequest& req, RunContext& run, float* out, size_t out_count, float* samples,
-                       size_t samples_count, KronosTrace* trace) const {
+    void forecast_impl(const ForecastRequest& req, RunContext& run, float* out, size_t out_count, float* samples, size_t samples_count,
+                       KronosTrace* trace) const {
         const ForecastShape shape = forecast_shape(req);
         if (out_count < shape.n_values()) {
-            fail(Status::kInvalidArgument, "out_count: " + std::to_string(out_count) + " floats, the forecast needs " +
-                                               std::to_string(shape.n_values()));
+            fail(Status::kInvalidArgument,
+                 "out_count: " + std::to_string(out_count) + " floats, the forecast needs " + std::to_string(shape.n_values()));
         }
         if (samples && samples_count < shape.n_sample_values()) {
             fail(Status::kInvalidArgument, "samples_count: " + std::to_string(samples_count) + " floats, the sample paths need " +
@@ -118,8 +118,7 @@ private:
 
 }  // namespace
 
-void forecast_traced(Model& model, const ForecastRequest& req, RunContext& run, float* out, size_t out_count,
-                     KronosTrace* trace) {
+void forecast_traced(Model& model, const ForecastRequest& req, RunContext& run, float* out, size_t out_count, KronosTrace* trace) {
     auto* k = dynamic_cast<KronosModel*>(&model);
     if (!k) fail(Status::kInvalidArgument, "forecast_traced: not a Kronos model");
     Model::CallScope scope(model);

@@ -29,8 +29,7 @@ struct KronosTrace {
 };
 
 // cn_forecast on a Kronos model, recording the sampled tokens into *trace. kInvalidArgument for other models.
-void forecast_traced(Model& model, const ForecastRequest& req, RunContext& run, float* out, size_t out_count,
-                     KronosTrace* trace);
+void forecast_traced(Model& model, const ForecastRequest& req, RunContext& run, float* out, size_t out_count, KronosTrace* trace);
 
 std::unique_ptr<Model> load_kronos(const std::string& dir, const format::ModelConfig& config, const ModelOptions& options);
 

@@ -88,7 +88,8 @@ std::vector<Task> make_tasks(const ForecastRequest& req, const PredictorConfig& 
     for (size_t i = 0; i < req.series.size(); ++i) {
         const int64_t g = req.series[i].group;
         if (g < 0) {
-            invalid("series[" + std::to_string(i) + "]: Kronos needs each task as a group of 4-6 series "
+            invalid("series[" + std::to_string(i) +
+                    "]: Kronos needs each task as a group of 4-6 series "
                     "(open, high, low, close[, volume[, amount]])");
         }
         auto it = by_group.find(g);
@@ -101,8 +102,8 @@ std::vector<Task> make_tasks(const ForecastRequest& req, const PredictorConfig& 
     }
     for (const Task& t : out) check_task(req, t);
     if (static_cast<int64_t>(out.size()) * req.sample_count > kMaxBatchRows) {
-        invalid("sample_count: " + std::to_string(out.size()) + " tasks x " + std::to_string(req.sample_count) +
-                " samples exceeds " + std::to_string(kMaxBatchRows) + " rows per call");
+        invalid("sample_count: " + std::to_string(out.size()) + " tasks x " + std::to_string(req.sample_count) + " samples exceeds " +
+                std::to_string(kMaxBatchRows) + " rows per call");
     }
     int64_t token_rows = 0;
     for (const Task& t : out) {
@@ -148,8 +149,10 @@ std::vector<Batch> make_batches(const ForecastRequest& req, const std::vector<Ta
     for (size_t i = 0; i < ts.size(); ++i) {
         const int64_t n = static_cast<int64_t>(req.series[ts[i].series[0]].values.size());
         auto it = std::find_if(batches.begin(), batches.end(), [&](const Batch& b) { return b.history == n; });
-        if (it == batches.end()) batches.push_back({n, {i}});
-        else it->members.push_back(i);
+        if (it == batches.end())
+            batches.push_back({n, {i}});
+        else
+            it->members.push_back(i);
     }
     return batches;
 }
@@ -228,8 +231,8 @@ void record_tokens(const at::Tensor& all1, const at::Tensor& all2, const HostBat
     }
 }
 
-void write_outputs(const at::Tensor& z_dev, const HostBatch& h, const std::vector<Task>& ts, const Batch& batch, int64_t S,
-                   float* result, float* paths) {
+void write_outputs(const at::Tensor& z_dev, const HostBatch& h, const std::vector<Task>& ts, const Batch& batch, int64_t S, float* result,
+                   float* paths) {
     const int64_t P = h.P;
     const at::Tensor z = z_dev.to(at::kCPU, at::kFloat).contiguous();  // [N, Lw, 6]
     const int64_t Lw = z.size(1);

@@ -19,11 +19,11 @@ namespace cn::kronos {
 // Request limits. Every task runs as sample_count rows of one batch: these bound the sample paths of a task, the
 // rows of a call, the history of a task (the tokenizer attends over all of it) and the token rows a decode step
 // holds (rows x window), which sets the size of every activation.
-constexpr int32_t kMaxSamplePaths = 4096;                   // sample_count
-constexpr int64_t kMaxBatchRows = 65536;                    // tasks x sample_count per call
-constexpr int64_t kMaxHistoryBars = 1 << 16;                // bars of one task's history
-constexpr int64_t kMaxTokenRows = int64_t{1} << 20;         // sum over tasks of sample_count x window
-constexpr float kMinTemperature = 1e-6f;                    // logits / temperature stays finite above it
+constexpr int32_t kMaxSamplePaths = 4096;            // sample_count
+constexpr int64_t kMaxBatchRows = 65536;             // tasks x sample_count per call
+constexpr int64_t kMaxHistoryBars = 1 << 16;         // bars of one task's history
+constexpr int64_t kMaxTokenRows = int64_t{1} << 20;  // sum over tasks of sample_count x window
+constexpr float kMinTemperature = 1e-6f;             // logits / temperature stays finite above it
 
 struct Task {
     std::vector<size_t> series;  // channel series indices in request order (4..6)
@@ -47,8 +47,8 @@ std::vector<Batch> make_batches(const ForecastRequest& req, const std::vector<Ta
 // stamps, and each task's channel statistics.
 struct HostBatch {
     int64_t B = 0, T0 = 0, P = 0;
-    std::vector<float> x;      // [B, T0, 6] normalised and clipped
-    std::vector<float> stamp;  // [B, T0 + P, 5] minute, hour, weekday, day, month
+    std::vector<float> x;           // [B, T0, 6] normalised and clipped
+    std::vector<float> stamp;       // [B, T0 + P, 5] minute, hour, weekday, day, month
     std::vector<float> mean, stdv;  // [B, 6]
 };
 HostBatch prepare_batch(const ForecastRequest& req, const std::vector<Task>& ts, const Batch& batch, float clip);
@@ -66,7 +66,7 @@ void record_tokens(const at::Tensor& all1, const at::Tensor& all2, const HostBat
 
 // The decoded candles of the last window z [B * S, Lw, 6] de-normalised into the request's outputs: the mean
 // path per series (result [series][horizon]) and, when `paths`, every sample path ([series][sample][horizon]).
-void write_outputs(const at::Tensor& z, const HostBatch& h, const std::vector<Task>& ts, const Batch& batch, int64_t S,
-                   float* result, float* paths);
+void write_outputs(const at::Tensor& z, const HostBatch& h, const std::vector<Task>& ts, const Batch& batch, int64_t S, float* result,
+                   float* paths);
 
 }  // namespace cn::kronos

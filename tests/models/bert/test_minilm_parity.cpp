@@ -34,12 +34,12 @@ bool require_weights() {
     return r && std::string(r) == "1";
 }
 
-#define NEED_MINILM()                                                                                     \
-    do {                                                                                                  \
-        if (minilm_dir().empty() || !std::ifstream(minilm_dir() + "/model.safetensors")) {               \
-            if (require_weights()) FAIL() << "CN_MINILM_DIR does not name the MiniLM model directory";    \
-            GTEST_SKIP() << "no MiniLM weights (set CN_MINILM_DIR; scripts/setup.sh installs them)";      \
-        }                                                                                                 \
+#define NEED_MINILM()                                                                                  \
+    do {                                                                                               \
+        if (minilm_dir().empty() || !std::ifstream(minilm_dir() + "/model.safetensors")) {             \
+            if (require_weights()) FAIL() << "CN_MINILM_DIR does not name the MiniLM model directory"; \
+            GTEST_SKIP() << "no MiniLM weights (set CN_MINILM_DIR; scripts/setup.sh installs them)";   \
+        }                                                                                              \
     } while (0)
 
 struct Fixture {
@@ -133,8 +133,7 @@ TEST(MiniLM, MatchesSentenceTransformers) {
         if (cos < worst_cos) worst_cos = cos, worst_i = i;
         worst_abs = std::max(worst_abs, mx);
     }
-    std::printf("[ minilm   ] %zu texts: worst cosine %.9f (text %zu), max |diff| %.3g\n", f.texts.size(), worst_cos,
-                worst_i, worst_abs);
+    std::printf("[ minilm   ] %zu texts: worst cosine %.9f (text %zu), max |diff| %.3g\n", f.texts.size(), worst_cos, worst_i, worst_abs);
 }
 
 TEST(MiniLM, TextsAreIndependentOfTheBatch) {

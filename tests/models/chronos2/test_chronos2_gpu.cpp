@@ -95,8 +95,8 @@ void run_cases(int dtype, double rtol, double atol_per_scale, double max_rel_mae
                         if (known != (pass == 1)) continue;
                         const auto pv = floats(*it);
                         const auto fv = known ? floats(fut[it.key()]) : std::vector<float>{};
-                        ASSERT_EQ(cn_forecast_request_add_covariate(req, idx[0], pv.data(), pv.size(),
-                                                                    fv.empty() ? nullptr : fv.data(), fv.size(), err),
+                        ASSERT_EQ(cn_forecast_request_add_covariate(req, idx[0], pv.data(), pv.size(), fv.empty() ? nullptr : fv.data(),
+                                                                    fv.size(), err),
                                   CN_STATUS_OK);
                     }
                 }

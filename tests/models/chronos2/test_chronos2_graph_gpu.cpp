@@ -145,8 +145,7 @@ TEST(Chronos2Gpu, OversizedGroupIsRefusedAndTheModelRecovers) {
         cn_error_create(&err);
         EXPECT_EQ(cn_forecast(m, big, nullptr, out.data(), out.size(), nullptr, 0, err), CN_STATUS_INVALID_ARGUMENT)
             << cn_error_message(err);
-        EXPECT_NE(std::string(cn_error_message(err)).find("60000 rows (targets and covariates) attend to each other"),
-                  std::string::npos)
+        EXPECT_NE(std::string(cn_error_message(err)).find("60000 rows (targets and covariates) attend to each other"), std::string::npos)
             << cn_error_message(err);
         cn_error_free(err);
         cn_forecast_request_free(big);

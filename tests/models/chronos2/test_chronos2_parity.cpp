@@ -128,8 +128,7 @@ TEST_P(Chronos2Parity, MatchesReference) {
         for (const auto& row : rows) {
             targets.push_back(floats(row));
             size_t i = 0;
-            ASSERT_EQ(cn_forecast_request_add_series(req, targets.back().data(), targets.back().size(), group, &i, err),
-                      CN_STATUS_OK)
+            ASSERT_EQ(cn_forecast_request_add_series(req, targets.back().data(), targets.back().size(), group, &i, err), CN_STATUS_OK)
                 << cn_error_message(err);
             idx.push_back(i);
         }
@@ -144,16 +143,16 @@ TEST_P(Chronos2Parity, MatchesReference) {
                     std::vector<std::string> s1, s2;
                     const auto p = labels(*it, s1);
                     const auto f = known ? labels(future[it.key()], s2) : std::vector<const char*>{};
-                    ASSERT_EQ(cn_forecast_request_add_categorical_covariate(req, idx[0], p.data(), p.size(),
-                                                                           f.empty() ? nullptr : f.data(), f.size(), err),
+                    ASSERT_EQ(cn_forecast_request_add_categorical_covariate(req, idx[0], p.data(), p.size(), f.empty() ? nullptr : f.data(),
+                                                                            f.size(), err),
                               CN_STATUS_OK)
                         << cn_error_message(err);
                 } else {
                     const auto p = floats(*it);
                     const auto f = known ? floats(future[it.key()]) : std::vector<float>{};
-                    ASSERT_EQ(cn_forecast_request_add_covariate(req, idx[0], p.data(), p.size(), f.empty() ? nullptr : f.data(),
-                                                                f.size(), err),
-                              CN_STATUS_OK)
+                    ASSERT_EQ(
+                        cn_forecast_request_add_covariate(req, idx[0], p.data(), p.size(), f.empty() ? nullptr : f.data(), f.size(), err),
+                        CN_STATUS_OK)
                         << cn_error_message(err);
                 }
             }
@@ -185,8 +184,8 @@ TEST_P(Chronos2Parity, MatchesReference) {
                     const double r = ref[k][h][q].get<double>();
                     const double o = out[(s * nq + q) * H + h];
                     const double tol = kRtol * std::fabs(r) + kAtolPerScale * scale;
-                    ASSERT_LE(std::fabs(o - r), tol) << "task " << t << " target " << k << " step " << h << " level "
-                                                     << levels[q] << ": ours " << o << " reference " << r;
+                    ASSERT_LE(std::fabs(o - r), tol) << "task " << t << " target " << k << " step " << h << " level " << levels[q]
+                                                     << ": ours " << o << " reference " << r;
                     worst_rel = std::max(worst_rel, std::fabs(o - r) / (std::fabs(r) * kRtol + kAtolPerScale * scale + 1e-300));
                     max_abs = std::max(max_abs, std::fabs(o - r));
                     if (scale > 0) max_abs_over_scale = std::max(max_abs_over_scale, std::fabs(o - r) / scale);
@@ -195,8 +194,8 @@ TEST_P(Chronos2Parity, MatchesReference) {
         }
     }
     RecordProperty("worst_error_over_tolerance", std::to_string(worst_rel));
-    std::printf("[ parity   ] %-5s %-36s max |err| %.3g  max |err|/scale %.3g  worst |err|/tol %.3g\n",
-                cn_mode_name(mode), c["name"].get<std::string>().c_str(), max_abs, max_abs_over_scale, worst_rel);
+    std::printf("[ parity   ] %-5s %-36s max |err| %.3g  max |err|/scale %.3g  worst |err|/tol %.3g\n", cn_mode_name(mode),
+                c["name"].get<std::string>().c_str(), max_abs, max_abs_over_scale, worst_rel);
     cn_forecast_request_free(req);
     cn_error_free(err);
 }

@@ -122,7 +122,8 @@ TEST_P(KronosParity, MatchesReference) {
                 const double ref = s["mean"][h][ch].get<double>(), got = out[idx[ch] * P + h];
                 const double unit = scale + 1e-5;  // a constant channel's predictions are 1e-5 * the model's output
                 const double tol = kRtol * std::fabs(ref) + 1e-5 * unit;
-                EXPECT_LE(std::fabs(got - ref), tol) << "series " << si << " channel " << ch << " step " << h << ": " << got << " vs " << ref;
+                EXPECT_LE(std::fabs(got - ref), tol)
+                    << "series " << si << " channel " << ch << " step " << h << ": " << got << " vs " << ref;
                 worst = std::max(worst, std::fabs(got - ref) / (tol + 1e-300));
                 for (int64_t k = 0; k < S; ++k) {
                     const double pr = s["paths"][k][h][ch].get<double>(), pg = samples[(idx[ch] * S + k) * P + h];
@@ -135,14 +136,13 @@ TEST_P(KronosParity, MatchesReference) {
     cn_error_free(err);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, KronosParity, ::testing::Range<size_t>(0, 29),
-                         [](const ::testing::TestParamInfo<size_t>& info) {
-                             std::string n = cases()["cases"][info.param]["name"].get<std::string>();
-                             for (auto& ch : n) {
-                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                             }
-                             return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Cases, KronosParity, ::testing::Range<size_t>(0, 29), [](const ::testing::TestParamInfo<size_t>& info) {
+    std::string n = cases()["cases"][info.param]["name"].get<std::string>();
+    for (auto& ch : n) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    }
+    return n;
+});
 
 TEST(KronosFixtures, CaseCount) { EXPECT_EQ(cases()["cases"].size(), 29u) << "update the Range above"; }
 

@@ -20,8 +20,7 @@ namespace {
 
 // Runs every fixture case in `mode` (and `dtype`); returns (tokens equal to the reference's, tokens compared).
 // `greedy_only`: only the cases with top_k = 1.
-std::pair<size_t, size_t> run_cases(cn_mode mode, bool expect_identical, c10::ScalarType dtype = c10::kFloat,
-                                    bool greedy_only = false) {
+std::pair<size_t, size_t> run_cases(cn_mode mode, bool expect_identical, c10::ScalarType dtype = c10::kFloat, bool greedy_only = false) {
     const auto cases = cn::test::kronos_cases();
     size_t checked = 0, equal = 0;
     for (const auto& c : cases) {
@@ -42,7 +41,8 @@ std::pair<size_t, size_t> run_cases(cn_mode mode, bool expect_identical, c10::Sc
         EXPECT_EQ(trace.s1.size(), c["series"].size() * S);
         for (size_t t = 0; t < c["series"].size() && trace.s1.size() == c["series"].size() * S; ++t) {
             for (int64_t s = 0; s < S; ++s) {
-                const auto r1 = c["series"][t]["s1"][s].get<std::vector<int64_t>>(), r2 = c["series"][t]["s2"][s].get<std::vector<int64_t>>();
+                const auto r1 = c["series"][t]["s1"][s].get<std::vector<int64_t>>(),
+                           r2 = c["series"][t]["s2"][s].get<std::vector<int64_t>>();
                 if (expect_identical) {
                     EXPECT_EQ(trace.s1[t * S + s], r1) << "task " << t << " sample " << s;
                     EXPECT_EQ(trace.s2[t * S + s], r2) << "task " << t << " sample " << s;
