@@ -7,11 +7,9 @@
 #include "core/layers/rope.h"
 #include "core/models/chronos2/chronos2_config.h"
 #include "core/models/chronos2/chronos2_forward.h"
+#include "core/models/chronos2/chronos2_graphs.h"
 #include "core/models/chronos2/chronos2_pipeline.h"
 #include "core/runtime/weights.h"
-#ifdef CN_WITH_CUDA
-#include "core/models/chronos2/chronos2_graphs.h"
-#endif
 
 namespace cn::chronos2 {
 namespace {
@@ -116,11 +114,9 @@ public:
 protected:
     // eager: ATen ops; graph: CUDA graphs per shape bucket (CUDA builds, CUDA devices); fused: the pass on
     // cutenative's kernels (forward_fused), captured in CUDA graphs like graph mode on CUDA devices.
+    // Only CUDA models capture graphs (a CUDA-less build has none; its GraphCache is chronos2_graphs_stub.cpp).
     void apply_mode(cn_mode mode) override {
-#ifndef CN_WITH_CUDA
-        if (mode == CN_MODE_GRAPH) Model::apply_mode(mode);  // UNSUPPORTED with the standard message
-#else
-        if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);
+        if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);  // UNSUPPORTED, the standard message
         std::unique_ptr<GraphCache> graphs;
         if (options_.device.is_cuda() && mode != CN_MODE_EAGER) {
             graphs =
@@ -128,15 +124,12 @@ protected:
         }
         graphs_ = std::move(graphs);
         pipe_.graphs = graphs_.get();
-#endif
         pipe_.fused = mode == CN_MODE_FUSED;
     }
 
     MemoryUse memory_use() const override {
         MemoryUse m{weight_bytes_, 0, 0};
-#ifdef CN_WITH_CUDA
         if (graphs_) m.graph_pool_bytes = graphs_->pool_bytes();
-#endif
         return m;
     }
 
@@ -144,9 +137,7 @@ private:
     Chronos2Config cfg_;
     Chronos2Weights w_;
     PipelineOptions pipe_;
-#ifdef CN_WITH_CUDA
     std::unique_ptr<GraphCache> graphs_;  // declared after w_: destroyed before the weights it replays
-#endif
 };
 
 }  // namespace

@@ -19,9 +19,7 @@
 
 #include "core/common/status.h"
 #include "core/models/chronos2/chronos2_covariates.h"
-#ifdef CN_WITH_CUDA
 #include "core/models/chronos2/chronos2_graphs.h"
-#endif
 #include "core/runtime/quantiles.h"
 
 namespace cn::chronos2 {
@@ -228,9 +226,7 @@ at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, co
     auto step = [&](const at::Tensor& ctx, const at::Tensor& gid, const at::Tensor& fc, int64_t N) {
         at::Tensor f = step_future(fc, N * p);
         if (all_nan(f)) f = at::Tensor();  // identical to NaN-filled covariates, cheaper
-#ifdef CN_WITH_CUDA
         if (opt.graphs) return opt.graphs->run(ctx, gid, f, N, singleton);
-#endif
         return (opt.fused ? forward_fused : forward)(cfg, w, opt.dtype, ctx, gid, f, N, singleton);
     };
 
