@@ -11,18 +11,10 @@
 
 #include "core/common/status.h"
 #include "kernels/cascade_sum.h"
+#include "kernels/cpu_round.h"
 
 namespace cn::kernels {
 namespace {
-
-template <class T>
-float round_to(float v) {
-    return static_cast<float>(static_cast<T>(v));
-}
-template <>
-float round_to<float>(float v) {
-    return v;
-}
 
 float lowest_of(c10::ScalarType dt) {
     switch (dt) {

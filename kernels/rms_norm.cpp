@@ -9,18 +9,10 @@
 #include <c10/util/Half.h>
 
 #include "core/common/status.h"
+#include "kernels/cpu_round.h"
 
 namespace cn::kernels {
 namespace {
-
-template <class T>
-float round_to(float v) {
-    return static_cast<float>(static_cast<T>(v));
-}
-template <>
-float round_to<float>(float v) {
-    return v;
-}
 
 void check(const at::Tensor& x, const at::Tensor& weight, const char* what) {
     if (!x.defined() || !weight.defined()) fail(Status::kInternal, std::string(what) + ": undefined tensor");

@@ -7,18 +7,10 @@
 #include <c10/util/Half.h>
 
 #include "core/common/status.h"
+#include "kernels/cpu_round.h"
 
 namespace cn::kernels {
 namespace {
-
-template <class T>
-float round_to(float v) {
-    return static_cast<float>(static_cast<T>(v));
-}
-template <>
-float round_to<float>(float v) {
-    return v;
-}
 
 template <class T>
 void run(const at::Tensor& x, const float* inv, int64_t pos0) {

@@ -40,6 +40,11 @@ struct KronosGraphs::Sliding {  // the full-window step: inputs win1/win2 [N, M]
 
 at::Generator cuda_generator(c10::Device device) { return at::cuda::detail::createCUDAGenerator(device.index()); }
 
+std::unique_ptr<KronosGraphs> KronosGraphs::create(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg,
+                                                   const TokenizerWeights& tw, c10::Device device) {
+    return std::make_unique<KronosGraphs>(cfg, w, tcfg, tw, device);
+}
+
 KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg, const TokenizerWeights& tw,
                            c10::Device device)
     : cfg_(cfg),

@@ -53,6 +53,9 @@ public:
     struct Sliding;  // the captured full-window step on its window buffers
     using Lock = GraphPool::Lock;
 
+    // The graphs of a CUDA model (kUnsupported in a CUDA-less build, kronos_graphs_stub.cpp).
+    static std::unique_ptr<KronosGraphs> create(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg,
+                                                const TokenizerWeights& tw, c10::Device device);
     KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg, const TokenizerWeights& tw,
                  c10::Device device);
     ~KronosGraphs();

@@ -1,5 +1,5 @@
 // Kronos graph mode in CUDA-less builds (kronos_graphs.h): the same declarations, every function failing with
-// kUnsupported. Such a build never has a CUDA model, so the model never constructs a KronosGraphs.
+// kUnsupported. Such a build never has a CUDA model, so create() is never reached and nothing constructs one.
 #include "core/models/kronos/kronos_graphs.h"
 
 #include <string>
@@ -19,17 +19,10 @@ struct KronosGraphs::Sliding {};
 
 at::Generator cuda_generator(c10::Device) { no_cuda("a CUDA generator"); }
 
-KronosGraphs::KronosGraphs(const PredictorConfig& cfg, const PredictorWeights& w, const TokenizerConfig& tcfg, const TokenizerWeights& tw,
-                           c10::Device device)
-    : cfg_(cfg),
-      w_(w),
-      tcfg_(tcfg),
-      tw_(tw),
-      device_(device),
-      gen_(cuda_generator(device)),
-      pool_([] { return int64_t{0}; }),
-      steps_(pool_, kMaxEntries),
-      sliding_(pool_, kMaxEntries) {}
+std::unique_ptr<KronosGraphs> KronosGraphs::create(const PredictorConfig&, const PredictorWeights&, const TokenizerConfig&,
+                                                   const TokenizerWeights&, c10::Device) {
+    no_cuda("graph mode");
+}
 
 KronosGraphs::~KronosGraphs() = default;
 

@@ -32,7 +32,7 @@ protected:
     void apply_mode(cn_mode mode) override {
         if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);  // UNSUPPORTED
         std::unique_ptr<KronosGraphs> graphs;
-        if (mode == CN_MODE_GRAPH) graphs = std::make_unique<KronosGraphs>(cfg_.pred, pw_, cfg_.tok, tw_, options_.device);
+        if (mode == CN_MODE_GRAPH) graphs = KronosGraphs::create(cfg_.pred, pw_, cfg_.tok, tw_, options_.device);
         decode_ = decode_options(mode, pw_, graphs.get());
         graphs_ = std::move(graphs);
     }

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cutenative.h"
+#include "tests/support/cases.h"
 
 #ifndef CN_FIXTURES_DIR
 #error "CN_FIXTURES_DIR must point at tests/fixtures"
@@ -32,13 +33,7 @@ using json = nlohmann::json;
 constexpr double kRtol = 1e-4;
 constexpr double kAtolPerScale = 1e-4;
 
-const json& cases() {
-    static const json j = [] {
-        std::ifstream f(std::string(CN_FIXTURES_DIR) + "/chronos2/cases.json");
-        return json::parse(f);
-    }();
-    return j;
-}
+const json& cases() { return cn::test::fixture_cases("chronos2"); }
 
 std::vector<float> floats(const json& a) {
     std::vector<float> v;

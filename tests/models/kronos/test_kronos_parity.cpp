@@ -22,19 +22,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cutenative.h"
+#include "tests/support/cases.h"
 
 namespace {
 
 using json = nlohmann::json;
 constexpr double kRtol = 1e-5;
 
-const json& cases() {
-    static const json j = [] {
-        std::ifstream f(std::string(CN_FIXTURES_DIR) + "/kronos/cases.json");
-        return json::parse(f);
-    }();
-    return j;
-}
+const json& cases() { return cn::test::fixture_cases("kronos"); }
 
 cn_model* model_for(const std::string& name) {
     static std::map<std::string, std::unique_ptr<cn_model, void (*)(cn_model*)>> models;
