@@ -91,9 +91,9 @@ public:
         slot.entry = make();
         slot.bytes = static_cast<uint64_t>(std::max<int64_t>(0, pool_.meter_() - before));
         slot.last_used = ++tick_;
-        bytes_ += slot.bytes;
-        pool_.bytes_ += slot.bytes;
-        Slot& kept = entries_[key] = std::move(slot);
+        Slot& kept = entries_[key] = std::move(slot);  // kept first: a throwing insert must not leave its bytes counted
+        bytes_ += kept.bytes;
+        pool_.bytes_ += kept.bytes;
         return *kept.entry;
     }
 

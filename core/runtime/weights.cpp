@@ -1,5 +1,7 @@
 #include "core/runtime/weights.h"
 
+#include <utility>
+
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 
@@ -100,10 +102,13 @@ uint64_t Weights::expected_elements() const {
     return n;
 }
 
-void Weights::load_all() const {
-    for (const auto& [name, decl] : declared_) {
+void Weights::load_all() {
+    if (loaded_) fail(Status::kInternal, "weights: load_all called twice");
+    loaded_ = true;
+    for (auto& [name, decl] : declared_) {
+        at::Tensor* dst = std::exchange(decl.dst, nullptr);
         if (decl.flags.optional && !checkpoint_->find(name)) continue;
-        *decl.dst = load(name, decl.flags.dtype.value_or(options_.dtype));
+        *dst = load(name, decl.flags.dtype.value_or(options_.dtype));
     }
 }
 

@@ -50,7 +50,9 @@ public:
     void validate() const;
     // Loads every declared tensor the checkpoint has (after validate) on options.device, in options.dtype
     // unless its flags name another, into its destination.
-    void load_all() const;
+    // Once: the destinations are forgotten afterwards (a second call is kInternal), so no pointer into a model's
+    // containers outlives the load.
+    void load_all();
 
     const format::Checkpoint& checkpoint() const { return *checkpoint_; }
     const WeightLoadOptions& options() const { return options_; }
@@ -69,6 +71,7 @@ private:
     WeightLoadOptions options_;
     std::map<std::string, Decl> declared_;
     std::set<std::string> unused_;
+    bool loaded_ = false;
 };
 
 // The at::ScalarType of a safetensors dtype; throws kModelFormat for dtypes LibTorch cannot hold.

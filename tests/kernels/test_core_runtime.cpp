@@ -1,5 +1,5 @@
 // Runtime pieces below the C ABI: mode switching refuses with BUSY while a call is in flight; run
-// contexts cancel and time out; the non-finite counter's CPU path.
+// contexts cancel and time out; the non-finite counter's CPU path; the declare-once weight list.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,9 +9,11 @@
 #include <ATen/ops/ones.h>
 
 #include "core/common/status.h"
+#include "core/format/checkpoint.h"
 #include "core/models/registry.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
+#include "core/runtime/weights.h"
 #include "kernels/nonfinite.h"
 #include "tests/support/fixtures.h"
 
@@ -76,4 +78,52 @@ TEST(NonFinite, CpuPathCounts) {
     EXPECT_EQ(cn::kernels::count_nonfinite_cpu(at::full({4}, 1e5, at::kFloat).to(at::kHalf)), 4);
     EXPECT_EQ(cn::kernels::count_nonfinite_cpu(at::ones({4}, at::kLong)), 0);
     EXPECT_EQ(cn::kernels::count_nonfinite(t), 3);
+}
+
+// The declare-once weight list: validation before any load (missing, mis-shaped, undeclared), optional tensors
+// and buffers, a dtype override, one load_all.
+TEST(Weights, DeclaredListIsValidatedThenLoadedOnce) {
+    cn::test::TempDir d;
+    cn::test::write_file(d.file("model.safetensors"),
+                         cn::test::safetensors_f32({{"a.weight", {2, 3}}, {"a.bias", {2}}, {"rotary.inv_freq", {4}}}));
+    auto open = [&] {
+        return cn::Weights(cn::format::Checkpoint::open(d.path()), cn::WeightLoadOptions{c10::Device(c10::kCPU), c10::kBFloat16});
+    };
+    at::Tensor w, b, inv, absent;
+    {
+        cn::Weights ws = open();
+        ws.declare(w, "a.weight", {2, 3});
+        ws.declare(b, "a.bias", {2});
+        ws.declare(inv, "rotary.inv_freq", {4}, cn::WeightFlags{/*optional=*/true, /*buffer=*/true, c10::kFloat});
+        ws.declare(absent, "not.there", {7}, cn::WeightFlags{/*optional=*/true});
+        ws.validate();
+        EXPECT_EQ(ws.expected_elements(), 8u);  // no buffer, no absent optional tensor
+        ws.load_all();
+        EXPECT_EQ(status_of([&] { ws.load_all(); }), cn::Status::kInternal);
+    }
+    ASSERT_TRUE(w.defined() && b.defined() && inv.defined());
+    EXPECT_FALSE(absent.defined());
+    EXPECT_EQ(w.scalar_type(), c10::kBFloat16);
+    EXPECT_EQ(inv.scalar_type(), c10::kFloat);
+    EXPECT_EQ(w.sizes(), (std::vector<int64_t>{2, 3}));
+    {  // missing, mis-shaped (optional too) and undeclared tensors are MODEL_FORMAT before anything loads
+        cn::Weights ws = open();
+        at::Tensor x;
+        ws.declare(x, "a.weight", {2, 3});
+        ws.declare(x, "a.bias", {2});
+        EXPECT_EQ(status_of([&] { ws.validate(); }), cn::Status::kModelFormat);  // rotary.inv_freq undeclared
+        ws.allow_unused("rotary.inv_freq");
+        ws.validate();
+        ws.declare(x, "gone", {1});
+        EXPECT_EQ(status_of([&] { ws.validate(); }), cn::Status::kModelFormat);
+    }
+    {
+        cn::Weights ws = open();
+        at::Tensor x;
+        ws.declare(x, "a.weight", {3, 2});
+        ws.declare(x, "a.bias", {2});
+        ws.declare(x, "rotary.inv_freq", {5}, cn::WeightFlags{/*optional=*/true, /*buffer=*/true});
+        EXPECT_EQ(status_of([&] { ws.validate(); }), cn::Status::kModelFormat);
+        EXPECT_EQ(status_of([&] { ws.declare(x, "a.bias", {2}); }), cn::Status::kInternal);  // declared twice
+    }
 }
