@@ -411,12 +411,8 @@ func TestKronosRequestsRunAlone(t *testing.T) {
 // while the short lane is held.
 func TestCostlyKronosRequestTakesTheLongLane(t *testing.T) {
 	ts := startKronos(t, Config{})
-	g := newGate()
-	ts.setHook(g.hook) // the short lanes only
 	f := loadKronosFixture(t, "a_greedy")
-	cheap := make(chan int, 1)
-	go func() { c, _, _ := ts.post(t, f.body(t, nil)); cheap <- c }()
-	<-g.entered
+	g, cheap := ts.holdWorker(t, f.body(t, nil))                              // the short lanes only
 	costly := f.body(t, func(r *api.ForecastRequest) { *r.SampleCount = 64 }) // 1 x 64 x 6 = 384 > 256
 	if code, _, b := ts.post(t, costly); code != 200 || !bytes.Contains(b, []byte(`"sample_count":64`)) {
 		t.Fatalf("costly request: %d %.300s", code, b)

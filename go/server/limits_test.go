@@ -247,12 +247,8 @@ func TestSlowBodyIs408WithoutAddresses(t *testing.T) {
 // is read.
 func TestInflightLimitIs429(t *testing.T) {
 	ts := start(t, Config{MaxInflight: 1, MaxBatch: 1})
-	g := newGate()
-	ts.setHook(g.hook)
 	body := `{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`
-	first := make(chan int, 1)
-	go func() { c, _, _ := ts.post(t, body); first <- c }()
-	<-g.entered
+	g, first := ts.holdWorker(t, body)
 	code, h, b := ts.post(t, body)
 	if code != 429 || h.Get("Retry-After") == "" {
 		t.Fatalf("second request: %d %s", code, b)

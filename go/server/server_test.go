@@ -294,14 +294,23 @@ func (ts *testServer) setHook(f func(int)) {
 	}
 }
 
-func TestQueueFullIs429(t *testing.T) {
-	ts := start(t, Config{QueueSize: 1, MaxBatch: 1})
+// holdWorker gates every model's short-lane worker, posts body in the background and returns once the worker
+// holds that call: close(g.release) lets it finish, and its status arrives on the returned channel.
+func (ts *testServer) holdWorker(t *testing.T, body string) (*gate, <-chan int) {
+	t.Helper()
 	g := newGate()
 	ts.setHook(g.hook)
+	first := make(chan int, 1)
+	go func() { c, _, _ := ts.post(t, body); first <- c }()
+	<-g.entered
+	return g, first
+}
+
+func TestQueueFullIs429(t *testing.T) {
+	ts := start(t, Config{QueueSize: 1, MaxBatch: 1})
 	body := `{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`
-	results := make(chan int, 2)
-	go func() { c, _, _ := ts.post(t, body); results <- c }()
-	<-g.entered // the worker holds request 1
+	g, first := ts.holdWorker(t, body) // the worker holds request 1
+	results := make(chan int, 1)
 	go func() { c, _, _ := ts.post(t, body); results <- c }()
 	waitUntil(t, "request 2 in the queue", func() bool { return ts.metrics.queued() >= 1 })
 	code, h, b := ts.post(t, body)
@@ -309,8 +318,8 @@ func TestQueueFullIs429(t *testing.T) {
 		t.Fatalf("third request: %d %v %s", code, h, b)
 	}
 	close(g.release)
-	for i := 0; i < 2; i++ {
-		if c := <-results; c != 200 {
+	for _, c := range []int{<-first, <-results} {
+		if c != 200 {
 			t.Fatalf("admitted request got %d", c)
 		}
 	}
@@ -318,12 +327,8 @@ func TestQueueFullIs429(t *testing.T) {
 
 func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
 	ts := start(t, Config{MaxBatch: 1})
-	g := newGate()
-	ts.setHook(g.hook)
 	body := `{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`
-	first := make(chan int, 1)
-	go func() { c, _, _ := ts.post(t, body); first <- c }()
-	<-g.entered
+	g, first := ts.holdWorker(t, body)
 	// A second client queues behind and gives up.
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/v1/forecast", strings.NewReader(body))
