@@ -35,12 +35,9 @@ std::string kronos_near_miss(const std::string& dir, const format::ModelConfig& 
 
 const std::vector<Architecture>& architectures() {
     static const std::vector<Architecture> table = {
-        {"chronos2", CN_MODEL_KIND_CHRONOS2, [](const std::string&, const format::ModelConfig& c) { return chronos2::is_chronos2(c); },
-         chronos2::load_chronos2},
-        {"bert", CN_MODEL_KIND_EMBEDDING, [](const std::string&, const format::ModelConfig& c) { return bert::is_bert(c); },
-         bert::load_bert, embedding_near_miss},
-        {"kronos", CN_MODEL_KIND_KRONOS, [](const std::string&, const format::ModelConfig& c) { return kronos::is_kronos(c); },
-         kronos::load_kronos, kronos_near_miss},
+        {"chronos2", chronos2::is_chronos2, chronos2::load_chronos2},
+        {"bert", bert::is_bert, bert::load_bert, embedding_near_miss},
+        {"kronos", kronos::is_kronos, kronos::load_kronos, kronos_near_miss},
     };
     return table;
 }
@@ -57,12 +54,15 @@ std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& op
     }
     const format::ModelConfig config = format::ModelConfig::load(dir);
     for (const models::Architecture& a : models::architectures()) {
-        if (a.recognise(dir, config)) return a.load(dir, config, options);
+        if (a.recognise(config)) return a.load(dir, config, options);
         if (a.near_miss) {
             if (std::string why = a.near_miss(dir, config); !why.empty()) fail(Status::kUnsupported, why);
         }
     }
-    fail(Status::kUnsupported, config.label() + ": unknown architecture (no 'architectures' entry this build knows)");
+    std::string known;
+    for (const models::Architecture& a : models::architectures()) known += (known.empty() ? "" : ", ") + std::string(a.name);
+    fail(Status::kUnsupported,
+         config.label() + ": unknown architecture (no 'architectures' entry this build knows; it loads " + known + ")");
 }
 
 }  // namespace cn

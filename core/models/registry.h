@@ -15,10 +15,9 @@
 namespace cn::models {
 
 struct Architecture {
-    const char* name;    // stable lower-case name, as in docs and logs ("chronos2")
-    cn_model_kind kind;  // what cn_model_info reports
+    const char* name;  // stable lower-case name, as in docs and messages ("chronos2")
     // Whether `config` (the directory's config.json) is this architecture's.
-    bool (*recognise)(const std::string& dir, const format::ModelConfig& config);
+    bool (*recognise)(const format::ModelConfig& config);
     // Loads the directory; called only when recognise() said yes. Throws cn::Error.
     std::unique_ptr<Model> (*load)(const std::string& dir, const format::ModelConfig& config, const ModelOptions& options);
     // Optional: for a directory this architecture does not load but which looks like one of its parts (a Kronos
