@@ -404,11 +404,12 @@ def build_cases() -> list[dict]:
         "guidance 1.0 is NOT off (pos + 1*(pos - neg)); no negative prompt given: the pipeline encodes \"\"",
         "a bowl of ramen, studio lighting", width=48, height=32, steps=3, guidance=1.0, seed=0)
     add("a_cfg_trunc_norm_mask", "tiny_a",
-        "guidance 4 with cfg_truncation 0.5 (the last steps, t_norm > 0.5, run without CFG: batch 1) and "
+        "guidance 4 with cfg_truncation 0.5 (the last step, t_norm 0.625 > 0.5, runs without CFG: batch 1) and "
         "cfg_normalization 1.2 (the norm clip is active); the prompt pads to 64 caption rows and the negative to "
         "32, so the batch of 2 has a key-padding mask (context refiner and main layers)",
         MEDIUM_PROMPT, negative="oversaturated, ugly", width=32, height=48, steps=6, guidance=4.0, seed=0,
-        cfg_truncation=0.5, cfg_normalization=1.2, expect={"pos_len": (33, 64), "neg_len": (9, 32)})
+        cfg_truncation=0.5, cfg_normalization=1.2,
+        expect={"pos_len": (33, 64), "neg_len": (9, 32), "dit_batches": [2, 2, 2, 2, 2, 1]})
     add("a_long_prompt", "tiny_a",
         "prompt longer than 512 tokens after templating: truncated to 512, the template tail "
         "(<|im_end|> \\n <|im_start|> assistant \\n) is cut; caption positions up to 512, image axis-0 position 513",
@@ -433,7 +434,7 @@ def build_cases() -> list[dict]:
         "key-padding mask with the longer item second",
         "a cat", negative=long_prompt()[:280], width=24, height=40, steps=5, guidance=2.5, seed=12345,
         expect={"pos_len": (1, 32), "neg_len": (65, 96)})
-    add("b_nopad_64x32_cfg1", "tiny_b",
+    add("b_nopad_32x64_cfg1", "tiny_b",
         "no padding anywhere: 8x4 = 32 image tokens and a 32-token caption (prompt and the \"\" negative both pad "
         "to 32); guidance 1.0, no negative given",
         PROMPT_32, width=32, height=64, steps=2, guidance=1.0, seed=0, expect={"pos_len": (32, 32)})
@@ -441,9 +442,10 @@ def build_cases() -> list[dict]:
         "empty prompt \"\" (8 template tokens) at the smallest size (one 2x2 latent patch)", "", width=8,
         height=8, steps=3, guidance=0.0, seed=12345, expect={"pos_len": (8, 8)})
     add("b_cfg3_trunc", "tiny_b",
-        "guidance 3 with cfg_truncation 0.5 (no normalization), 8 steps: steps 6 and 7 without CFG",
+        "guidance 3 with cfg_truncation 0.5 (no normalization), 8 steps: only the last step (t_norm 0.7) runs "
+        "without CFG; step 6 has t_norm exactly 0.5, not > 0.5, and keeps it (the boundary)",
         "a vintage car on a coastal road", negative="cartoon", width=40, height=24, steps=8, guidance=3.0,
-        seed=12345, cfg_truncation=0.5)
+        seed=12345, cfg_truncation=0.5, expect={"dit_batches": [2] * 7 + [1]})
     return cases
 
 
@@ -582,8 +584,11 @@ def run_case(pipe: ZImagePipeline, case: dict) -> tuple[dict, dict]:
     t[f"{name}.image"] = torch.from_numpy(img.copy())
 
     # sanity: the case exercises what it claims, outputs are not degenerate
-    for k, (lo, hi) in case["expect"].items():
-        assert info[k] is not None and lo <= info[k] <= hi, (name, k, info[k], lo, hi)
+    for k, want in case["expect"].items():
+        if k == "dit_batches":
+            assert info[k] == want, (name, info[k], want)
+        else:
+            assert info[k] is not None and want[0] <= info[k] <= want[1], (name, k, info[k], want)
     if case["cfg_truncation"] < 1.0 and cfg_on:
         assert 1 in info["dit_batches"] and info["dit_batches"][0] == 2, info["dit_batches"]
     if case["cfg_normalization"]:
