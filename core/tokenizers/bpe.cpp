@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -81,10 +82,11 @@ public:
         if (!v || v->is_null() || *v == allowed) return;
         bad(field + "." + key, std::string("value ") + v->dump() + " is not supported (" + what + ")");
     }
+    static bool is_id(const json& v) {
+        return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+    }
     int32_t id(const json& v, const std::string& field) const {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-            bad(field, "expected a token id (an integer in [0, 2^31))");
-        }
+        if (!is_id(v)) bad(field, "expected a token id (an integer in [0, 2^31))");
         return static_cast<int32_t>(v.get<int64_t>());
     }
 
@@ -199,7 +201,8 @@ Qwen2Tokenizer Qwen2Tokenizer::from_json_text(std::string_view text, const std::
     std::vector<Entry> entries;
     entries.reserve(vocab->size() + 64);
     for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-        const int32_t id = c.id(it.value(), "model.vocab[" + json(it.key()).dump() + "]");
+        if (!Checker::is_id(it.value())) c.id(it.value(), "model.vocab[" + json(it.key()).dump() + "]");
+        const auto id = static_cast<int32_t>(it.value().get<int64_t>());
         entries.push_back(Entry{static_cast<uint32_t>(t.pool_.size()), static_cast<uint32_t>(it.key().size()), id});
         t.pool_ += it.key();
         max_id = std::max<int64_t>(max_id, id);
@@ -223,29 +226,42 @@ Qwen2Tokenizer Qwen2Tokenizer::from_json_text(std::string_view text, const std::
     while (cap < merges->size() * 2) cap *= 2;
     t.merges_.assign(cap, MergeSlot{});
     t.merge_mask_ = cap - 1;
+    std::unordered_map<std::string_view, int32_t> ids;  // the vocabulary again, hashed: 3 lookups a merge
+    ids.reserve(t.by_spelling_.size());
+    for (const Entry& e : t.by_spelling_) ids.emplace(spelling(e), e.id);
+    auto merge_id = [&ids](std::string_view s) {
+        const auto it = ids.find(s);
+        return it == ids.end() ? -1 : it->second;
+    };
     std::string joined;
     // Either every merge is [left, right] or every one is the older "left right" (the reference refuses a mix).
     const bool legacy = !merges->empty() && (*merges)[0].is_string();
     for (size_t i = 0; i < merges->size(); ++i) {
         const json& m = (*merges)[i];
-        const std::string field = "model.merges[" + std::to_string(i) + "]";
-        std::string a, b;
+        auto field = [i] { return "model.merges[" + std::to_string(i) + "]"; };
+        std::string_view a, b;
         if (!legacy && m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            a = m[0].get<std::string>();
-            b = m[1].get<std::string>();
+            a = m[0].get_ref<const std::string&>();
+            b = m[1].get_ref<const std::string&>();
         } else if (legacy && m.is_string()) {
-            const std::string s = m.get<std::string>();
+            const std::string_view s = m.get_ref<const std::string&>();
             const size_t sp = s.find(' ');
-            if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) c.bad(field, "expected \"left right\"");
+            if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) c.bad(field(), "expected \"left right\"");
             a = s.substr(0, sp);
             b = s.substr(sp + 1);
         } else {
-            c.bad(field, legacy ? "expected \"left right\" like the first merge" : "expected [left, right]");
+            c.bad(field(), legacy ? "expected \"left right\" like the first merge" : "expected [left, right]");
         }
-        joined = a + b;
-        const int32_t ia = vocab_id(a), ib = vocab_id(b), im = vocab_id(joined);
+        joined.assign(a);
+        joined.append(b);
+        const int32_t ia = merge_id(a), ib = merge_id(b), im = merge_id(joined);
         if (ia < 0 || ib < 0 || im < 0) {
-            c.bad(field, "token " + json(ia < 0 ? a : ib < 0 ? b : joined).dump() + " is not in the vocabulary");
+            c.bad(field(), "token " +
+                               json(std::string(ia < 0   ? a
+                                                : ib < 0 ? b
+                                                         : std::string_view(joined)))
+                                   .dump() +
+                               " is not in the vocabulary");
         }
         const uint64_t key = pair_key(ia, ib);
         size_t slot = static_cast<size_t>(mix(key)) & t.merge_mask_;
