@@ -354,7 +354,7 @@ def tiny_tokenizer(real: dict) -> dict:
     }
 
 
-TINY_TEXTS = ["abc", "abcd", "bcd", "abcbcd", "aabc", "aaaa", "aaaaaaa", "ab ab", " ab", "  ab", "cc", "ccc", "bc", "abbc",
+TINY_TEXTS = ["abc", "abcd", "bcd", "abcbcd", "bcc", "abcc", "bcbcc", "aabc", "aaaa", "aaaaaaa", "ab ab", " ab", "  ab", "cc", "ccc", "bc", "abbc",
               "<|im_end|>", "<|im_end|>x", "<|im_end|>y", "<|im", "|im", "x|imx", "e\u0301!", "\u00e9!", "e\u0301 !",
               "\u00c5ngstr\u00f6m", "A\u030angstro\u0308m", "\u212bngstr\u00f6m", "\u212b", "A\u030a", "\u00c5",
               "a\x00b", "\x00", "caf\u00e9", "it's", "12", "123", "abc<|im_end|>abc", "e\u0301<|im_end|>\u0301!",
