@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -285,9 +286,10 @@ Qwen2Tokenizer Qwen2Tokenizer::from_json_text(std::string_view text, const std::
     const json* added = c.get(root, "added_tokens");
     if (added && !added->is_null()) {
         if (!added->is_array()) c.bad("added_tokens", "expected an array");
+        if (added->size() > kMaxAddedTokens) c.bad("added_tokens", "more than " + std::to_string(kMaxAddedTokens) + " tokens");
         const auto model_size = static_cast<int64_t>(vocab->size());
         int64_t max_added = -1;
-        std::vector<std::string> seen;
+        std::unordered_set<std::string> seen;
         std::vector<uint32_t> scratch;
         for (size_t i = 0; i < added->size(); ++i) {
             const std::string field = "added_tokens[" + std::to_string(i) + "]";
@@ -296,12 +298,14 @@ Qwen2Tokenizer Qwen2Tokenizer::from_json_text(std::string_view text, const std::
             if (!idv) c.bad(field + ".id", "missing");
             (void)c.id(*idv, field + ".id");
             const std::string content = c.string(a, "content", field);
-            if (content.empty()) c.bad(field + ".content", "empty");
+            if (content.empty() || content.size() > kMaxAddedTokenBytes) {
+                c.bad(field + ".content", "empty or longer than " + std::to_string(kMaxAddedTokenBytes) + " bytes");
+            }
             for (const char* k : {"single_word", "lstrip", "rstrip"}) c.only(a, k, field, false, "only false");
             const json* norm = c.get(a, "normalized");
             if (norm && !norm->is_boolean()) c.bad(field + ".normalized", "expected a boolean");
-            if (std::find(seen.begin(), seen.end(), content) != seen.end()) c.bad(field + ".content", "listed twice");
-            seen.push_back(content);
+            const bool normalized = norm && norm->get<bool>();
+            if (!seen.insert(content).second) c.bad(field + ".content", "listed twice");
             int32_t id = vocab_id(content);
             const bool in_vocab = id >= 0;
             if (!in_vocab) {
@@ -310,30 +314,22 @@ Qwen2Tokenizer Qwen2Tokenizer::from_json_text(std::string_view text, const std::
                 id = static_cast<int32_t>(next);
             }
             max_added = std::max<int64_t>(max_added, id);
-            std::string pattern = content;
-            if (norm && norm->get<bool>() && t.nfc_) {
-                std::string out;
-                if (bu::nfc(content, out, scratch)) pattern = out;
+            if (!normalized) {
+                t.raw_added_.add(content, id);
+            } else {
+                std::string nfc;
+                const bool changed = t.nfc_ && bu::nfc(content, nfc, scratch);
+                // Two normalized tokens with one NFC form would be matched by the reference's priority among equal
+                // patterns, which this class does not reproduce.
+                if (!t.normalized_added_.add(changed ? nfc : content, id)) {
+                    c.bad(field + ".content", "another normalized token has the same NFC form");
+                }
             }
-            (norm && norm->get<bool>() ? t.normalized_added_ : t.raw_added_).push_back(Added{pattern, id});
             if (!in_vocab) {
                 entries.push_back(Entry{static_cast<uint32_t>(t.pool_.size()), static_cast<uint32_t>(content.size()), id});
                 t.pool_ += content;
             }
             max_id = std::max<int64_t>(max_id, id);
-        }
-    }
-    for (auto* list : {&t.raw_added_, &t.normalized_added_}) {
-        // Longest first: the first that matches at a position is the longest there.
-        std::stable_sort(list->begin(), list->end(), [](const Added& a, const Added& b) { return a.text.size() > b.text.size(); });
-    }
-    // Two normalized tokens with one NFC form would be matched by the reference's priority among equal patterns,
-    // which this class does not reproduce.
-    for (size_t i = 1; i < t.normalized_added_.size(); ++i) {
-        for (size_t j = 0; j < i; ++j) {
-            if (t.normalized_added_[i].text == t.normalized_added_[j].text) {
-                c.bad("added_tokens", "two normalized tokens have the same NFC form " + json(t.normalized_added_[i].text).dump());
-            }
         }
     }
     std::sort(entries.begin(), entries.end(), by_spelling);
@@ -360,6 +356,50 @@ const Qwen2Tokenizer::MergeSlot* Qwen2Tokenizer::find_merge(int32_t left, int32_
     }
 }
 
+// ---- added tokens -----------------------------------------------------------------------------------------------
+
+bool Qwen2Tokenizer::AddedSet::add(std::string_view text, int32_t id) {
+    uint32_t node = 0;
+    for (const char ch : text) {
+        const uint64_t key = uint64_t{node} << 8 | static_cast<unsigned char>(ch);
+        const auto it = edges_.find(key);
+        if (it != edges_.end()) {
+            node = it->second;
+        } else {
+            terminal_.push_back(-1);
+            node = static_cast<uint32_t>(terminal_.size() - 1);
+            edges_.emplace(key, node);
+        }
+    }
+    if (terminal_[node] >= 0) return false;
+    terminal_[node] = id;
+    starts_[static_cast<unsigned char>(text[0])] = true;
+    return true;
+}
+
+int32_t Qwen2Tokenizer::AddedSet::find(std::string_view text, size_t pos, size_t& at, size_t& end) const {
+    const size_t n = text.size();
+    if (!empty()) {
+        for (size_t m = pos; m < n; ++m) {
+            if (!starts_[static_cast<unsigned char>(text[m])]) continue;
+            int32_t best = -1;
+            uint32_t node = 0;
+            for (size_t k = m; k < n; ++k) {
+                const auto it = edges_.find(uint64_t{node} << 8 | static_cast<unsigned char>(text[k]));
+                if (it == edges_.end()) break;
+                node = it->second;
+                if (terminal_[node] >= 0) best = terminal_[node], end = k + 1;
+            }
+            if (best >= 0) {
+                at = m;
+                return best;
+            }
+        }
+    }
+    at = end = n;
+    return -1;
+}
+
 // ---- encoding ---------------------------------------------------------------------------------------------------
 
 struct Qwen2Tokenizer::Scratch {
@@ -380,28 +420,6 @@ struct Qwen2Tokenizer::Scratch {
 namespace {
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
-
-// The next added token at or after `pos`: leftmost, then longest (`list` is sorted longest first). Sets `at`
-// to its offset (text.size() when there is none).
-template <class Added>
-const Added* find_added(const std::vector<Added>& list, std::string_view text, size_t pos, size_t& at) {
-    const size_t n = text.size();
-    if (!list.empty()) {
-        bool first[256] = {};
-        for (const Added& a : list) first[static_cast<unsigned char>(a.text[0])] = true;
-        for (size_t m = pos; m < n; ++m) {
-            if (!first[static_cast<unsigned char>(text[m])]) continue;
-            for (const Added& a : list) {
-                if (text.compare(m, a.text.size(), a.text) == 0) {
-                    at = m;
-                    return &a;
-                }
-            }
-        }
-    }
-    at = n;
-    return nullptr;
-}
 
 }  // namespace
 
@@ -462,17 +480,16 @@ void Qwen2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& 
 // Pre-tokenizes and encodes normalized text, splitting first on the normalized added tokens.
 void Qwen2Tokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& ids, Scratch& s) const {
     size_t pos = 0;
-    while (true) {
-        size_t at = 0;
-        const Added* hit = find_added(normalized_added_, text, pos, at);
+    while (pos < text.size()) {
+        size_t at = 0, end = 0;
+        const int32_t hit = normalized_added_.find(text, pos, at, end);
         for (size_t i = pos; i < at;) {
-            const size_t end = bu::pretoken_end(text.substr(0, at), i);
-            encode_piece(text.substr(i, end - i), ids, s);
-            i = end;
+            const size_t e = bu::pretoken_end(text.substr(0, at), i);
+            encode_piece(text.substr(i, e - i), ids, s);
+            i = e;
         }
-        if (!hit) return;
-        ids.push_back(hit->id);
-        pos = at + hit->text.size();
+        if (hit >= 0) ids.push_back(hit);
+        pos = end;
     }
 }
 
@@ -487,18 +504,17 @@ std::vector<int32_t> Qwen2Tokenizer::encode(std::string_view text) const {
     std::vector<int32_t> ids;
     ids.reserve(text.size() / 3 + 4);
     size_t pos = 0;
-    while (true) {
-        size_t at = 0;
-        const Added* hit = find_added(raw_added_, text, pos, at);
+    while (pos < text.size()) {
+        size_t at = 0, end = 0;
+        const int32_t hit = raw_added_.find(text, pos, at, end);
         if (at > pos) {
             // Each stretch between added tokens is normalized on its own, as the reference does.
             const std::string_view seg = text.substr(pos, at - pos);
             const bool changed = nfc_ && bu::nfc(seg, s.normalized, s.nfc);
             encode_normalized(changed ? std::string_view(s.normalized) : seg, ids, s);
         }
-        if (!hit) break;
-        ids.push_back(hit->id);
-        pos = at + hit->text.size();
+        if (hit >= 0) ids.push_back(hit);
+        pos = end;
     }
     return ids;
 }

@@ -12,9 +12,10 @@
 //                 (leftmost first), with a priority queue over a linked list: O(n log n) per piece
 //   post-process  none (the ByteLevel post-processor changes offsets only)
 // Anything else in a tokenizer.json (another normalizer, pre-tokenizer, pattern or model type; BPE dropout, unk
-// token, byte fallback, ignore_merges, word affixes; added tokens with lstrip/rstrip/single_word) is refused with
-// kModelFormat naming the file and the field, rather than silently tokenized differently. The file's "truncation"
-// and "padding" are ignored: encode() returns every id (the caller pads and truncates).
+// token, byte fallback, ignore_merges, word affixes; added tokens with lstrip/rstrip/single_word, or beyond
+// kMaxAddedTokens / kMaxAddedTokenBytes) is refused with kModelFormat naming the file and the field, rather than
+// silently tokenized differently. The file's "truncation" and "padding" are ignored: encode() returns every id (the
+// caller pads and truncates).
 // The Unicode data is probed from the reference library itself (scripts/gen_bpe_unicode_tables.py);
 // tests/tokenizers/test_qwen2_bpe.cpp checks ids against the reference on tests/fixtures/qwen_tokenizer/.
 //
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace cn::text {
@@ -42,6 +44,8 @@ public:
     static Qwen2Tokenizer from_json_text(std::string_view text, const std::string& label = "tokenizer.json");
 
     static constexpr size_t kMaxTokenizerJsonBytes = size_t{64} << 20;
+    // Bounds on the added tokens (Qwen3: 26 of at most 20 bytes); a file beyond them is refused.
+    static constexpr size_t kMaxAddedTokens = 65536, kMaxAddedTokenBytes = 256;
 
     // Token ids of UTF-8 text (no special tokens added). Throws cn::Error kInvalidArgument for invalid UTF-8 (the
     // message gives the byte offset and the reason). NUL and other control chars are ordinary text, as in the
@@ -62,9 +66,21 @@ public:
 
 private:
     struct Scratch;
-    struct Added {
-        std::string text;  // the raw content, or its NFC form for normalized tokens
-        int32_t id;
+    // The added tokens matched in one text (the raw or the normalized one): a byte trie over their texts (the raw
+    // content, or its NFC form for normalized tokens) for leftmost-longest matching in O(text x longest token).
+    class AddedSet {
+    public:
+        // False when `text` is already in the set.
+        bool add(std::string_view text, int32_t id);
+        // The leftmost, then longest, token at or after `pos`: returns its id and sets [at, end), or returns -1 and
+        // sets at = end = text.size().
+        int32_t find(std::string_view text, size_t pos, size_t& at, size_t& end) const;
+        bool empty() const noexcept { return terminal_.size() <= 1; }
+
+    private:
+        std::vector<int32_t> terminal_ = {-1};          // per node: id of the token ending there, or -1; node 0: root
+        std::unordered_map<uint64_t, uint32_t> edges_;  // node << 8 | byte -> child
+        bool starts_[256] = {};                         // bytes some token starts with
     };
     // Open addressing: (left id, right id) -> (rank, merged id).
     struct MergeSlot {
@@ -86,9 +102,9 @@ private:
     int32_t byte_token_[256] = {};  // id of each byte's one-symbol token, -1 when the vocabulary lacks it (skipped)
     std::vector<MergeSlot> merges_;
     size_t merge_mask_ = 0;
-    std::vector<Added> raw_added_, normalized_added_;  // matched in the raw / the normalized text
-    std::string pool_;                                 // spellings of the vocabulary and the added tokens
-    std::vector<Entry> by_spelling_;                   // sorted by spelling
+    AddedSet raw_added_, normalized_added_;  // matched in the raw / the normalized text
+    std::string pool_;                       // spellings of the vocabulary and the added tokens
+    std::vector<Entry> by_spelling_;         // sorted by spelling
     size_t vocab_size_ = 0;
 };
 

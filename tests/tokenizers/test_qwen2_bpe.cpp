@@ -376,6 +376,13 @@ TEST(Qwen2BpeTiny, RefusesWhatItDoesNotReproduce) {
     refused("added_tokens[1].single_word", [](json& j) { j["added_tokens"][1]["single_word"] = true; });
     refused("added_tokens[2].content", [](json& j) { j["added_tokens"][2]["content"] = ""; });
     refused("added_tokens[1].content", [](json& j) { j["added_tokens"][1]["content"] = j["added_tokens"][0]["content"]; });
+    refused("added_tokens[0].content", [](json& j) { j["added_tokens"][0]["content"] = std::string(300, 'x'); });
+    refused("added_tokens[8].content", [](json& j) {  // the NFC form of a normalized token already there
+        json a = j["added_tokens"][6];
+        a["content"] = "A\u030Angstr\u00F6m";
+        a["id"] = 999;
+        j["added_tokens"].push_back(a);
+    });
     // Not JSON, or not this kind of JSON.
     expect_error([] { (void)Qwen2Tokenizer::from_json_text("{\"model\": ", "tiny.json"); }, Status::kModelFormat, "tiny.json");
     expect_error([] { (void)Qwen2Tokenizer::from_json_text("[]", "tiny.json"); }, Status::kModelFormat, "expected an object");
