@@ -55,7 +55,8 @@ public:
     // Id of a token spelled as in tokenizer.json: an added token's content ("<|im_end|>") or a vocabulary entry in
     // its byte-level spelling ("Ġthe"); nullopt when there is none.
     std::optional<int32_t> token_id(std::string_view token) const;
-    // 1 + the largest id (vocabulary and added tokens): the size of the id space, len(tokenizer) in transformers.
+    // 1 + the largest id (vocabulary and added tokens): the size of the id space (151669 for Qwen3, len(tokenizer)
+    // in transformers).
     size_t vocab_size() const noexcept { return vocab_size_; }
 
     Qwen2Tokenizer(Qwen2Tokenizer&&) noexcept = default;
