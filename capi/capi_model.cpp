@@ -20,7 +20,7 @@ namespace {
 
 cn::ModelOptions to_options(const cn_model_params& p) {
     cn::ModelOptions o;
-    if (p.struct_size < offsetof(cn_model_params, reserved0)) {
+    if (p.struct_size < offsetof(cn_model_params, offload)) {
         cn::fail(Status::kInvalidArgument,
                  "params: struct_size " + std::to_string(p.struct_size) + " is too small; initialise with cn_model_params_init");
     }
@@ -52,6 +52,9 @@ cn::ModelOptions to_options(const cn_model_params& p) {
     if (p.n_threads < 0) cn::fail(Status::kInvalidArgument, "params.n_threads: must be >= 0");
     o.check_tensors = p.check_tensors != 0;
     o.mmap_weights = p.mmap_weights != 0;
+    const int32_t offload = p.struct_size >= offsetof(cn_model_params, offload) + sizeof(int32_t) ? p.offload : 0;
+    if (offload & ~CN_OFFLOAD_TEXT_ENCODER) cn::fail(Status::kInvalidArgument, "params.offload: unknown flags " + std::to_string(offload));
+    o.offload_text_encoder = (offload & CN_OFFLOAD_TEXT_ENCODER) != 0;
     return o;
 }
 
@@ -105,13 +108,18 @@ cn_status cn_model_get_info(const cn_model* model, cn_model_info* info, cn_error
     return guarded(err, [&] {
         require(model, "model");
         require(info, "info");
-        if (info->struct_size < sizeof(cn_model_info)) {
+        // ABI 0.2's struct ended at max_tokens; fields appended since are filled when the caller's struct has them.
+        constexpr uint64_t kMinSize = offsetof(cn_model_info, max_tokens) + sizeof(int64_t);
+        if (info->struct_size < kMinSize) {
             cn::fail(Status::kInvalidArgument, "info: struct_size too small; initialise with cn_model_info_init");
         }
-        const uint64_t size = info->struct_size;
-        cn_model_info_init(info);
-        info->struct_size = size;
-        model->impl->fill_info(*info);
+        const uint64_t size = std::min<uint64_t>(info->struct_size, sizeof(cn_model_info));
+        cn_model_info full;
+        cn_model_info_init(&full);
+        model->impl->fill_info(full);
+        const uint64_t caller_size = info->struct_size;
+        std::memcpy(info, &full, size);
+        info->struct_size = caller_size;
     });
 }
 

@@ -232,8 +232,14 @@ cn_status cn_generate_request_set_prompt(cn_generate_request* req, const char* p
     return guarded(err, [&] {
         require(req, "req");
         require(prompt, "prompt");
+        for (auto [text, name] : {std::pair{prompt, "prompt"}, std::pair{negative_prompt, "negative_prompt"}}) {
+            if (text && std::strlen(text) > CN_GENERATE_MAX_PROMPT_BYTES) {
+                cn::fail(Status::kInvalidArgument, std::string(name) + ": longer than CN_GENERATE_MAX_PROMPT_BYTES (" +
+                                                       std::to_string(CN_GENERATE_MAX_PROMPT_BYTES) + " bytes)");
+            }
+        }
         req->r.prompt = prompt;
-        req->r.negative_prompt = negative_prompt ? negative_prompt : "";
+        req->r.negative_prompt = negative_prompt ? std::optional<std::string>(negative_prompt) : std::nullopt;
     });
 }
 
@@ -241,10 +247,8 @@ cn_status cn_generate_request_set_size(cn_generate_request* req, int32_t width, 
     return guarded(err, [&] {
         require(req, "req");
         for (auto [v, name] : {std::pair{width, "width"}, std::pair{height, "height"}}) {
-            if (v < 16 || v > 4096 || v % 16 != 0) {
-                cn::fail(Status::kInvalidArgument,
-                         std::string(name) + ": must be a multiple of 16 in [16, 4096], got " + std::to_string(v));
-            }
+            if (v < 1 || v > 4096)
+                cn::fail(Status::kInvalidArgument, std::string(name) + ": must be in [1, 4096], got " + std::to_string(v));
         }
         req->r.width = width;
         req->r.height = height;
@@ -254,10 +258,25 @@ cn_status cn_generate_request_set_size(cn_generate_request* req, int32_t width, 
 cn_status cn_generate_request_set_steps(cn_generate_request* req, int32_t steps, float guidance, cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");
-        if (steps < 1 || steps > 1000) cn::fail(Status::kInvalidArgument, "steps: must be in [1, 1000]");
-        if (!(std::isfinite(guidance) && guidance >= 0.0f)) cn::fail(Status::kInvalidArgument, "guidance: must be finite and >= 0");
+        if (steps != CN_GENERATE_DEFAULT_STEPS && (steps < 1 || steps > 1000)) {
+            cn::fail(Status::kInvalidArgument,
+                     "steps: must be in [1, 1000] or CN_GENERATE_DEFAULT_STEPS (-1), got " + std::to_string(steps));
+        }
+        if (!std::isfinite(guidance)) cn::fail(Status::kInvalidArgument, "guidance: must be finite");
         req->r.steps = steps;
         req->r.guidance = guidance;
+    });
+}
+
+cn_status cn_generate_request_set_cfg(cn_generate_request* req, double truncation, double normalization, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (!std::isfinite(truncation)) cn::fail(Status::kInvalidArgument, "truncation: must be finite");
+        if (!(std::isfinite(normalization) && normalization >= 0.0)) {
+            cn::fail(Status::kInvalidArgument, "normalization: must be finite and >= 0");
+        }
+        req->r.cfg_truncation = truncation;
+        req->r.cfg_normalization = normalization;
     });
 }
 

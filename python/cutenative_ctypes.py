@@ -41,10 +41,12 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---- #defines ------------------------------------------------------------------------------------------
 
 CN_ABI_VERSION_MAJOR = 0
-CN_ABI_VERSION_MINOR = 2
+CN_ABI_VERSION_MINOR = 3
 CN_CPU_BATCH_INVARIANT = 1
 CN_CPU_THREAD_INVARIANT = 2
 CN_FORECAST_MAX_VALUES = 268435456
+CN_GENERATE_MAX_PROMPT_BYTES = 65536
+CN_OFFLOAD_TEXT_ENCODER = 1
 
 # ---- enums ---------------------------------------------------------------------------------------------
 
@@ -96,7 +98,7 @@ class ModelParams(ctypes.Structure):
     """cn_model_params (fill with cn_model_params_init, then change fields)."""
 
     _fields_ = _fields((ctypes.c_int32, "device_type device_index dtype mode n_threads check_tensors mmap_weights "
-                                        "reserved0"))
+                                        "offload"))
 
 
 class ModelInfo(ctypes.Structure):
@@ -105,7 +107,8 @@ class ModelInfo(ctypes.Structure):
     _fields_ = _fields((ctypes.c_int32, "kind device_type device_index dtype mode reserved0"),
                        (ctypes.c_uint64, "n_parameters weight_bytes graph_pool_bytes workspace_bytes"),
                        (ctypes.c_int64, "context_length native_horizon max_horizon n_default_quantiles embedding_dim "
-                                        "max_tokens"))
+                                        "max_tokens image_size_multiple default_steps"),
+                       (ctypes.c_float, "default_guidance"), (ctypes.c_int32, "reserved1"))
 
 
 class ForecastShape(ctypes.Structure):
@@ -194,6 +197,7 @@ PROTOTYPES = {
     "cn_generate_request_set_prompt": (_st, [_h, _cs, _cs, _h]),
     "cn_generate_request_set_size": (_st, [_h, ctypes.c_int32, ctypes.c_int32, _h]),
     "cn_generate_request_set_steps": (_st, [_h, ctypes.c_int32, ctypes.c_float, _h]),
+    "cn_generate_request_set_cfg": (_st, [_h, ctypes.c_double, ctypes.c_double, _h]),
     "cn_generate_request_set_lora": (_st, [_h, _cs, ctypes.c_float, _h]),
     "cn_generate_get_size": (_st, [_h, _h, SIZE_P, _h]),
     "cn_generate": (_st, [_h, _h, _h, ctypes.POINTER(ctypes.c_uint8), _sz, _h]),

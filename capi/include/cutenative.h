@@ -83,7 +83,7 @@ extern "C" {
 /* ===================================================================================================== */
 
 #define CN_ABI_VERSION_MAJOR 0
-#define CN_ABI_VERSION_MINOR 2
+#define CN_ABI_VERSION_MINOR 3
 
 /* The ABI version of the loaded library. Either pointer may be NULL. Thread-safe; cannot fail. */
 CN_API void cn_abi_version(uint32_t* major, uint32_t* minor);
@@ -218,8 +218,14 @@ typedef struct cn_model_params {
     int32_t mmap_weights;  /* nonzero: CPU weights stored in the checkpoint's dtype alias the file
                                     mapping (zero-copy; the file must not be truncated while loaded, or the
                                     process gets SIGBUS); default 0: copy at load */
-    int32_t reserved0;
+    int32_t offload;       /* CN_OFFLOAD_* flags (image models; INVALID_ARGUMENT for others); default 0: every
+                              component on the model's device. Since ABI 0.3 (was reserved, 0). */
 } cn_model_params;
+
+/* cn_model_params.offload: the text encoder's weights stay in host memory and it runs on the CPU (in the model's
+ * dtype), freeing its device memory (7.8 GB for Z-Image Turbo in bf16) for a slower prompt encoding; its output
+ * is then computed by the CPU's kernels, so images differ in the last bits from an all-CUDA run. */
+#define CN_OFFLOAD_TEXT_ENCODER 1
 
 /* Fills *params with defaults and sets struct_size. NULL is ignored. Thread-safe. */
 CN_API void cn_model_params_init(cn_model_params* params);
@@ -257,13 +263,19 @@ typedef struct cn_model_info {
     int64_t max_horizon;         /* forecasters: largest horizon accepted; else 0 */
     int64_t n_default_quantiles; /* forecasters with quantile heads: quantile levels of the model; else 0 */
     int64_t embedding_dim;       /* embedding models: output dimension; else 0 */
-    int64_t max_tokens;          /* embedding models: token limit per text (longer is truncated); else 0 */
+    int64_t max_tokens;          /* embedding and image models: token limit per text (longer is truncated); else 0 */
+    /* Since ABI 0.3 (callers built against 0.2 pass a smaller struct_size and do not receive these): */
+    int64_t image_size_multiple; /* image models: width and height must be multiples of this; else 0 */
+    int64_t default_steps;       /* image models: the steps CN_GENERATE_DEFAULT_STEPS asks for; else 0 */
+    float default_guidance;      /* image models: the guidance a negative guidance asks for; else 0 */
+    int32_t reserved1;
 } cn_model_info;
 
 /* Sets struct_size and zeroes the rest. NULL is ignored. */
 CN_API void cn_model_info_init(cn_model_info* info);
 
-/* Fills *info. INVALID_ARGUMENT for a NULL model/info or a struct_size too small. Thread-safe. */
+/* Fills *info up to its struct_size (a caller built against an older header gets the fields it knows).
+ * INVALID_ARGUMENT for a NULL model/info or a struct_size smaller than ABI 0.2's struct. Thread-safe. */
 CN_API cn_status cn_model_get_info(const cn_model* model, cn_model_info* info, cn_error* err);
 
 /* The model's description as JSON: kind, device, dtype, mode, memory and its config values. Caller-owned
@@ -302,7 +314,9 @@ CN_API void cn_run_options_free(cn_run_options* opts);
  * 0 clears it. Negative → INVALID_ARGUMENT. */
 CN_API cn_status cn_run_options_set_timeout_ms(cn_run_options* opts, int64_t timeout_ms, cn_error* err);
 
-/* Sets the random seed of sampled models (Kronos, Z-Image). */
+/* Sets the random seed of sampled models (Kronos, Z-Image). All 64 bits are passed to LibTorch's generator of the
+ * model's device, seeded as torch.Generator(device).manual_seed(seed) is: the CPU generator (mt19937) uses the low
+ * 32 bits, the CUDA generator (Philox) all 64. */
 CN_API cn_status cn_run_options_set_seed(cn_run_options* opts, uint64_t seed, cn_error* err);
 
 /* Requests cancellation of the call using these options. Thread-safe and async-signal-safe; may be called
@@ -427,29 +441,73 @@ CN_API cn_status cn_embed(cn_model* model, const char* const* texts, size_t n_te
 /* Image generation (diffusion models)                                                                   */
 /* ===================================================================================================== */
 
+/* Image generation (Z-Image Turbo, diffusers' ZImagePipeline):
+ *
+ *     cn_generate_request* req = NULL;
+ *     cn_generate_request_create(&req, err);               // 1024x1024, the model's default steps and guidance
+ *     cn_generate_request_set_prompt(req, "a red fox in the snow", NULL, err);
+ *     cn_generate_request_set_size(req, 768, 512, err);
+ *     size_t bytes = 0;
+ *     cn_generate_get_size(model, req, &bytes, err);       // checks the request against the model
+ *     uint8_t* rgb = malloc(bytes);                          // height rows of width RGB8 pixels
+ *     cn_run_options_set_seed(opts, 42, err);
+ *     cn_generate(model, req, opts, rgb, bytes, err);      // progress: denoising steps done / total
+ *
+ * The pipeline is diffusers': the prompt in Qwen3's chat template ("<|im_start|>user\n{prompt}<|im_end|>\n
+ * <|im_start|>assistant\n"), tokenized and truncated to 512 tokens, encoded by Qwen3 (the second-to-last
+ * layer's output); the initial latents [1, C, 2*(H/16), 2*(W/16)] (for a VAE scale factor of 8) are fp32
+ * standard-normal noise from LibTorch's generator of the model's device seeded with the run options' seed
+ * (cn_run_options_set_seed: a CPU model matches diffusers given torch.Generator("cpu").manual_seed(seed), a CUDA
+ * model torch.Generator("cuda").manual_seed(seed)); FlowMatch Euler steps (sigmas linspace(1, 1/steps, steps)
+ * shifted by the scheduler's shift, then 0); the VAE decoder; RGB8 rounded as diffusers' PIL output. */
+
 /* One image generation request. Opaque; copies every string it is given. */
 typedef struct cn_generate_request cn_generate_request;
 
-/* Creates a request with the model's defaults (size 1024x1024, the model's default steps and guidance).
- * Caller owns *out (cn_generate_request_free). */
+/* Creates a request with the defaults: size 1024x1024, CN_GENERATE_DEFAULT_STEPS, guidance
+ * CN_GENERATE_DEFAULT_GUIDANCE, no negative prompt, cfg truncation 1 and normalisation 0. Caller owns *out
+ * (cn_generate_request_free). */
 CN_API cn_status cn_generate_request_create(cn_generate_request** out, cn_error* err);
 CN_API void cn_generate_request_free(cn_generate_request* req);
 
-/* Prompt and optional negative prompt (UTF-8; negative may be NULL). */
+/* The largest prompt (and negative prompt) accepted, in bytes: longer is INVALID_ARGUMENT (the model truncates
+ * the tokens beyond its max_tokens, 512 for Z-Image, as diffusers does). */
+#define CN_GENERATE_MAX_PROMPT_BYTES 65536
+/* Prompt and optional negative prompt (UTF-8, NUL-terminated; negative may be NULL: none, which the pipeline
+ * encodes as ""). Invalid UTF-8 is INVALID_ARGUMENT from cn_generate_get_size / cn_generate. */
 CN_API cn_status cn_generate_request_set_prompt(cn_generate_request* req, const char* prompt, const char* negative_prompt, cn_error* err);
-/* Output size in pixels; each a positive multiple of 16, at most 4096. */
+/* Output size in pixels, each in [1, 4096]. The model requires multiples of cn_model_info.image_size_multiple
+ * (16 for Z-Image Turbo): other sizes are INVALID_ARGUMENT from cn_generate_get_size and cn_generate. */
 CN_API cn_status cn_generate_request_set_size(cn_generate_request* req, int32_t width, int32_t height, cn_error* err);
-/* Denoising steps (≥ 1) and guidance scale (≥ 0; 0 = the model's default). */
+/* The model's default steps (8 for Z-Image Turbo: cn_model_info.default_steps). */
+#define CN_GENERATE_DEFAULT_STEPS (-1)
+/* Any negative guidance: the model's default (0 for Z-Image Turbo: cn_model_info.default_guidance). */
+#define CN_GENERATE_DEFAULT_GUIDANCE (-1.0f)
+/* Denoising steps, in [1, 1000] or CN_GENERATE_DEFAULT_STEPS, and the guidance scale as diffusers defines it:
+ * 0 turns classifier-free guidance off (one transformer pass per step: the turbo recipe); g > 0 runs the
+ * negative prompt too and uses pos + g * (pos - neg) (so g = 1 is NOT "off"); negative: the model's default.
+ * 0 steps, NaN or infinite guidance are INVALID_ARGUMENT. (Before ABI 0.3 guidance 0 meant "the model's
+ * default"; no model generated images then.) */
 CN_API cn_status cn_generate_request_set_steps(cn_generate_request* req, int32_t steps, float guidance, cn_error* err);
+/* ZImagePipeline's cfg_truncation and cfg_normalization (used only when guidance > 0): a step whose normalised
+ * time (1000 - timestep) / 1000 exceeds `truncation` runs without guidance (truncation >= 1: never; the default
+ * is 1); `normalization` > 0 rescales the guided prediction so its L2 norm is at most normalization times the
+ * positive prediction's (0, the default: off). Both finite; normalization >= 0. Since ABI 0.3. */
+CN_API cn_status cn_generate_request_set_cfg(cn_generate_request* req, double truncation, double normalization, cn_error* err);
 /* Applies a LoRA adapter (a .safetensors file inside a directory the caller trusts) at `scale`; NULL path
- * removes it. */
+ * removes it. Not implemented yet: a request with an adapter is UNSUPPORTED at generation. */
 CN_API cn_status cn_generate_request_set_lora(cn_generate_request* req, const char* lora_path, float scale, cn_error* err);
 
-/* Bytes of the RGB8 image `req` produces: width * height * 3, into *bytes_out. */
+/* Bytes of the RGB8 image `req` produces on `model` (width * height * 3) into *bytes_out, after checking the
+ * request against the model (size multiple, prompt). UNSUPPORTED for models that do not generate. */
 CN_API cn_status cn_generate_get_size(const cn_model* model, const cn_generate_request* req, size_t* bytes_out, cn_error* err);
 
-/* Generates an image into caller-allocated `out` (`out_bytes` ≥ the size above), row-major RGB8. The seed
- * comes from `opts` (may be NULL: seed 0). UNSUPPORTED for models that do not generate. */
+/* Generates an image into caller-allocated `out` (`out_bytes` >= the size above): height rows of width pixels,
+ * R, G, B bytes. `opts` may be NULL (seed 0, no deadline). Progress (cn_run_options_get_progress) counts
+ * denoising steps; cancellation and the deadline are checked before text encoding, between steps and before
+ * decoding (CANCELLED / DEADLINE_EXCEEDED; `out` is then left untouched). Statuses: INVALID_ARGUMENT (the
+ * message names the field), UNSUPPORTED (model kind, LoRA), OUT_OF_DEVICE_MEMORY (the model stays usable),
+ * CANCELLED, DEADLINE_EXCEEDED. Thread-safe per the model rules. Ownership: nothing is kept after the call. */
 CN_API cn_status cn_generate(cn_model* model, const cn_generate_request* req, cn_run_options* opts, uint8_t* out, size_t out_bytes,
                              cn_error* err);
 

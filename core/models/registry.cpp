@@ -12,6 +12,8 @@
 #include "core/models/chronos2/chronos2_model.h"
 #include "core/models/kronos/kronos_config.h"
 #include "core/models/kronos/kronos_model.h"
+#include "core/models/zimage/zimage_config.h"
+#include "core/models/zimage/zimage_model.h"
 #include "core/runtime/cpu_numerics.h"
 
 namespace cn::models {
@@ -49,8 +51,11 @@ namespace cn {
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
     (void)runtime::cpu_numerics();         // MKL's reproducibility mode, before the model's first CPU computation
     ::close(format::open_directory(dir));  // a clear NOT_FOUND for a missing directory
-    if (models::has_file(dir, "model_index.json")) {
-        fail(Status::kUnsupported, dir + ": diffusion pipelines (model_index.json) are not supported by this build yet");
+    // A diffusers pipeline directory (model_index.json, one subdirectory per component): Z-Image is the one this
+    // build loads (parse_zimage_config names any other pipeline class as unsupported).
+    if (zimage::is_pipeline_dir(dir)) return zimage::load_zimage(dir, options);
+    if (options.offload_text_encoder) {
+        fail(Status::kInvalidArgument, "params.offload: CN_OFFLOAD_TEXT_ENCODER applies to image models; " + dir + " is not one");
     }
     const format::ModelConfig config = format::ModelConfig::load(dir);
     for (const models::Architecture& a : models::architectures()) {

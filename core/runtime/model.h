@@ -27,6 +27,7 @@ struct ModelOptions {
     cn_mode mode = CN_MODE_EAGER;
     bool check_tensors = false;
     bool mmap_weights = false;
+    bool offload_text_encoder = false;  // image models: the text encoder on the CPU (CN_OFFLOAD_TEXT_ENCODER)
 };
 
 struct MemoryUse {

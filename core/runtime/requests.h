@@ -48,11 +48,13 @@ struct ForecastShape {
 
 struct GenerateRequest {
     std::string prompt;
-    std::string negative_prompt;
+    std::optional<std::string> negative_prompt;  // unset: none (the pipeline's default, "")
     int32_t width = 1024;
     int32_t height = 1024;
-    int32_t steps = 0;      // 0: the model's default
-    float guidance = 0.0f;  // 0: the model's default
+    int32_t steps = -1;      // -1: the model's default (CN_GENERATE_DEFAULT_STEPS)
+    float guidance = -1.0f;  // negative: the model's default; 0: no CFG; > 0: pos + g (pos - neg)
+    double cfg_truncation = 1.0;
+    double cfg_normalization = 0.0;
     std::string lora_path;
     float lora_scale = 1.0f;
 };

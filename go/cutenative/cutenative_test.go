@@ -191,8 +191,17 @@ func TestEmbedAndGenerateUnsupportedOnForecasters(t *testing.T) {
 		t.Fatalf("Generate: %v", err)
 	}
 	mustContain(t, err.Error(), "chronos2 models cannot generate images")
-	if _, err := m.Generate(context.Background(), &GenerateRequest{Prompt: "x", Width: 17, Height: 64}); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("bad size: %v", err)
+	// A request the ABI refuses by itself is ErrInvalidArgument before the model is asked; one only a model that
+	// generates could judge (the size multiple) is the model kind's ErrUnsupported.
+	if _, err := m.Generate(context.Background(), &GenerateRequest{Prompt: "x", Width: 5000, Height: 64}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("width 5000: %v", err)
+	}
+	if _, err := m.Generate(context.Background(), &GenerateRequest{Prompt: "x", Width: 17, Height: 64}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("width 17: %v", err)
+	}
+	info, err := m.Info()
+	if err != nil || info.ImageSizeMultiple != 0 || info.DefaultSteps != 0 || info.DefaultGuidance != 0 {
+		t.Fatalf("a forecaster's image facts: %+v, %v", info, err)
 	}
 }
 

@@ -8,7 +8,11 @@ import "C"
 
 import (
 	"context"
+	"fmt"
+	"image"
+	"math"
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -57,79 +61,215 @@ func (m *Model) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 	return out, nil
 }
 
-// GenerateRequest describes one image (diffusion models).
+// MaxPromptBytes is the longest Prompt (and NegativePrompt) Generate accepts, in bytes: the model truncates the
+// tokens beyond its MaxTokens (512 for Z-Image) as diffusers does, so longer text would only be read and cut.
+const MaxPromptBytes = C.CN_GENERATE_MAX_PROMPT_BYTES
+
+// DefaultImageSize is the width and height of a request that leaves them 0.
+const DefaultImageSize = 1024
+
+// GenerateRequest describes one image (diffusion models: Z-Image Turbo, diffusers' ZImagePipeline). The zero
+// value of every field but Prompt asks for the model's defaults (Info.DefaultSteps, Info.DefaultGuidance).
 type GenerateRequest struct {
-	Prompt, NegativePrompt string
-	Width, Height          int     // multiples of 16; 0: the model's default (1024)
-	Steps                  int     // 0: the model's default
-	Guidance               float32 // 0: the model's default
-	LoRAPath               string  // optional adapter (.safetensors) and its scale
-	LoRAScale              float32
-	Seed                   uint64
+	Prompt string // UTF-8, at most MaxPromptBytes, no NUL byte
+	// NegativePrompt is used only when guidance is on (> 0). nil: none, which the pipeline encodes as "" (so
+	// nil and a pointer to "" give the same image).
+	NegativePrompt *string
+	// Width and Height in pixels, each in [1, 4096] and a multiple of Info.ImageSizeMultiple (16 for Z-Image
+	// Turbo); 0: DefaultImageSize.
+	Width, Height int
+	// Steps is the number of denoising steps, in [1, 1000]; 0: the model's default (Info.DefaultSteps: 8).
+	Steps int
+	// Guidance is the classifier-free guidance scale as diffusers defines it: nil asks for the model's default
+	// (Info.DefaultGuidance: 0 for Z-Image Turbo); 0 turns guidance off (one transformer pass per step: the
+	// turbo recipe); g > 0 also runs the negative prompt and uses pos + g*(pos - neg), so 1 is NOT off.
+	// Negative, NaN and infinite values are ErrInvalidArgument.
+	Guidance *float32
+	// CFGTruncation and CFGNormalization are ZImagePipeline's cfg_truncation and cfg_normalization (used only
+	// when guidance > 0): a step whose normalised time (1000 - t) / 1000 exceeds the truncation runs without
+	// guidance (nil: 1, never); a normalization > 0 caps the guided prediction's L2 norm at that multiple of
+	// the positive prediction's (0: off).
+	CFGTruncation    *float64
+	CFGNormalization float64
+	// Seed seeds the initial noise: LibTorch's generator of the model's device, seeded as
+	// torch.Generator(device).manual_seed(Seed) is (a CPU model: the low 32 bits, as diffusers on CPU; a CUDA
+	// model: all 64 bits, Philox, as diffusers given a CUDA generator). The same request and seed on the same
+	// device give the same bytes.
+	Seed uint64
+	// LoRAPath names a LoRA adapter (.safetensors, in a directory the caller trusts) applied at LoRAScale.
+	// The library does not implement adapters yet: a request with one is ErrUnsupported.
+	LoRAPath  string
+	LoRAScale float32
 }
 
-// Image is row-major RGB8.
+// Ptr returns a pointer to a copy of v, for the optional fields of a request: Guidance: cutenative.Ptr[float32](0).
+func Ptr[T any](v T) *T { return &v }
+
+// GenerateOptions are per-call options of GenerateWithOptions.
+type GenerateOptions struct {
+	// Progress, when set, receives the denoising steps done and their total while the image is made: polled
+	// every ProgressInterval and reported when the count changed, then once more when the call ends (done ==
+	// total after a successful call). Reports never overlap, come from goroutines other than the caller's
+	// only while the call runs, and the last one returns before GenerateWithOptions does. Keep it short: a
+	// slow Progress delays the next report, never the generation.
+	Progress func(done, total uint64)
+	// ProgressInterval is how often Progress is polled; 0: 100 ms (at least 1 ms).
+	ProgressInterval time.Duration
+}
+
+// Image is an RGB8 image: Height rows of Width pixels, R, G, B bytes each (len(Pix) == Width*Height*3).
 type Image struct {
 	Width, Height int
 	Pix           []byte
 }
 
-// Generate renders an image (diffusion models; other kinds: ErrUnsupported).
-func (m *Model) Generate(ctx context.Context, req *GenerateRequest) (*Image, error) {
-	if req == nil {
-		return nil, &Error{Op: "Generate", Status: StatusInvalidArgument, Message: "request is nil"}
+// ToNRGBA copies the image into an opaque *image.NRGBA (what image/png encodes).
+func (img *Image) ToNRGBA() *image.NRGBA {
+	out := image.NewNRGBA(image.Rect(0, 0, img.Width, img.Height))
+	for i, j := 0, 0; i+2 < len(img.Pix) && j+3 < len(out.Pix); i, j = i+3, j+4 {
+		out.Pix[j], out.Pix[j+1], out.Pix[j+2], out.Pix[j+3] = img.Pix[i], img.Pix[i+1], img.Pix[i+2], 0xff
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return out
+}
+
+func invalidGenerate(msg string) error {
+	return &Error{Op: "Generate", Status: StatusInvalidArgument, Message: msg}
+}
+
+// cPrompt copies a prompt into C memory after the checks C strings need (free it with C.free).
+func cPrompt(field, s string) (*C.char, error) {
+	if len(s) > MaxPromptBytes {
+		return nil, invalidGenerate(fmt.Sprintf("%s: %d bytes, longer than MaxPromptBytes (%d)", field, len(s), MaxPromptBytes))
 	}
-	var r *C.cn_generate_request
-	if err := call("Generate", func(e *C.cn_error) C.cn_status { return C.cn_generate_request_create(&r, e) }); err != nil {
-		return nil, err
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, invalidGenerate(field + ": contains a NUL byte")
 	}
-	defer C.cn_generate_request_free(r)
-	prompt, neg := C.CString(req.Prompt), C.CString(req.NegativePrompt)
+	return C.CString(s), nil
+}
+
+func fitsInt32(v int) bool { return v >= math.MinInt32 && v <= math.MaxInt32 }
+
+// buildGenerateRequest copies req into a new C request (the caller frees it) and returns the image size.
+func buildGenerateRequest(req *GenerateRequest) (r *C.cn_generate_request, width, height int, err error) {
+	width, height = req.Width, req.Height
+	if width == 0 {
+		width = DefaultImageSize
+	}
+	if height == 0 {
+		height = DefaultImageSize
+	}
+	// What the C ABI cannot tell apart is checked here: its int32 fields, and -1 (CN_GENERATE_DEFAULT_STEPS)
+	// and negative guidance, which mean "the model's default" there while this API uses 0 and nil for that.
+	switch {
+	case !fitsInt32(width) || !fitsInt32(height):
+		return nil, 0, 0, invalidGenerate(fmt.Sprintf("size: %dx%d does not fit in int32 (each at most 4096)", width, height))
+	case req.Steps < 0 || req.Steps > math.MaxInt32:
+		return nil, 0, 0, invalidGenerate(fmt.Sprintf("steps: must be in [1, 1000] (0: the model's default), got %d", req.Steps))
+	case req.Guidance != nil && *req.Guidance < 0:
+		return nil, 0, 0, invalidGenerate(fmt.Sprintf("guidance: must be >= 0 (nil: the model's default), got %g", *req.Guidance))
+	}
+	prompt, err := cPrompt("prompt", req.Prompt)
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	defer C.free(unsafe.Pointer(prompt))
-	defer C.free(unsafe.Pointer(neg))
-	steps := []func(e *C.cn_error) C.cn_status{
+	var neg *C.char
+	if req.NegativePrompt != nil {
+		if neg, err = cPrompt("negative_prompt", *req.NegativePrompt); err != nil {
+			return nil, 0, 0, err
+		}
+		defer C.free(unsafe.Pointer(neg))
+	}
+	steps := C.int32_t(C.CN_GENERATE_DEFAULT_STEPS)
+	if req.Steps != 0 {
+		steps = C.int32_t(req.Steps)
+	}
+	guidance := C.float(C.CN_GENERATE_DEFAULT_GUIDANCE)
+	if req.Guidance != nil {
+		guidance = C.float(*req.Guidance)
+	}
+	truncation := 1.0
+	if req.CFGTruncation != nil {
+		truncation = *req.CFGTruncation
+	}
+	if err := call("Generate", func(e *C.cn_error) C.cn_status { return C.cn_generate_request_create(&r, e) }); err != nil {
+		return nil, 0, 0, err
+	}
+	setters := []func(e *C.cn_error) C.cn_status{
 		func(e *C.cn_error) C.cn_status { return C.cn_generate_request_set_prompt(r, prompt, neg, e) },
-	}
-	if req.Width != 0 || req.Height != 0 {
-		steps = append(steps, func(e *C.cn_error) C.cn_status {
-			return C.cn_generate_request_set_size(r, C.int32_t(req.Width), C.int32_t(req.Height), e)
-		})
-	}
-	if req.Steps != 0 || req.Guidance != 0 {
-		steps = append(steps, func(e *C.cn_error) C.cn_status {
-			return C.cn_generate_request_set_steps(r, C.int32_t(req.Steps), C.float(req.Guidance), e)
-		})
+		func(e *C.cn_error) C.cn_status {
+			return C.cn_generate_request_set_size(r, C.int32_t(width), C.int32_t(height), e)
+		},
+		func(e *C.cn_error) C.cn_status { return C.cn_generate_request_set_steps(r, steps, guidance, e) },
+		func(e *C.cn_error) C.cn_status {
+			return C.cn_generate_request_set_cfg(r, C.double(truncation), C.double(req.CFGNormalization), e)
+		},
 	}
 	if req.LoRAPath != "" {
 		lora := C.CString(req.LoRAPath)
 		defer C.free(unsafe.Pointer(lora))
-		steps = append(steps, func(e *C.cn_error) C.cn_status {
+		setters = append(setters, func(e *C.cn_error) C.cn_status {
 			return C.cn_generate_request_set_lora(r, lora, C.float(req.LoRAScale), e)
 		})
 	}
-	for _, s := range steps {
-		if err := call("Generate", s); err != nil {
-			return nil, err
+	for _, set := range setters {
+		if err := call("Generate", set); err != nil {
+			C.cn_generate_request_free(r)
+			return nil, 0, 0, err
 		}
 	}
+	return r, width, height, nil
+}
+
+// Generate makes one image (diffusion models; other kinds: ErrUnsupported). A ctx already done returns
+// ctx.Err() at once. Cancelling ctx (or its deadline) during the call stops the library before text encoding,
+// between denoising steps or before decoding; the error then matches both ctx.Err() and ErrCancelled
+// (context.Canceled) or ErrDeadlineExceeded (context.DeadlineExceeded). A bad request is ErrInvalidArgument
+// naming the field (ErrUnsupported for a LoRA adapter) and leaves the model usable.
+func (m *Model) Generate(ctx context.Context, req *GenerateRequest) (*Image, error) {
+	return m.GenerateWithOptions(ctx, req, nil)
+}
+
+// GenerateWithOptions is Generate with per-call options (progress reports); opts may be nil.
+func (m *Model) GenerateWithOptions(ctx context.Context, req *GenerateRequest, opts *GenerateOptions) (*Image, error) {
+	if req == nil {
+		return nil, invalidGenerate("request is nil")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if opts == nil {
+		opts = &GenerateOptions{}
+	}
+	every := opts.ProgressInterval
+	if every == 0 {
+		every = 100 * time.Millisecond
+	}
+	r, w, h, err := buildGenerateRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	defer C.cn_generate_request_free(r)
 	var img *Image
-	err := m.with(func(p *C.cn_model) error {
+	err = m.with(func(p *C.cn_model) error {
 		var n C.size_t
 		if err := call("Generate", func(e *C.cn_error) C.cn_status { return C.cn_generate_get_size(p, r, &n, e) }); err != nil {
 			return err
 		}
-		w, h := req.Width, req.Height
-		if w == 0 {
-			w, h = 1024, 1024
+		if uint64(n) != uint64(w)*uint64(h)*3 {
+			return &Error{Op: "Generate", Status: StatusInternal, Message: fmt.Sprintf("image of %d bytes for %dx%d RGB8", uint64(n), w, h)}
 		}
-		img = &Image{Width: w, Height: h, Pix: make([]byte, int(n))}
-		return runWithContext(ctx, "Generate", func(opts *C.cn_run_options, e *C.cn_error) C.cn_status {
-			C.cn_run_options_set_seed(opts, C.uint64_t(req.Seed), nil)
-			return C.cn_generate(p, r, opts, (*C.uint8_t)(unsafe.Pointer(&img.Pix[0])), n, e)
-		})
+		pix := make([]byte, int(n))
+		if err := runWithProgress(ctx, "Generate", opts.Progress, every, func(o *C.cn_run_options, e *C.cn_error) C.cn_status {
+			if st := C.cn_run_options_set_seed(o, C.uint64_t(req.Seed), e); st != C.CN_STATUS_OK {
+				return st
+			}
+			return C.cn_generate(p, r, o, (*C.uint8_t)(unsafe.Pointer(&pix[0])), n, e)
+		}); err != nil {
+			return err
+		}
+		img = &Image{Width: w, Height: h, Pix: pix}
+		return nil
 	})
 	if err != nil {
 		return nil, err

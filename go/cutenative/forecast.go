@@ -245,7 +245,8 @@ func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 }
 
 // Forecast runs req. Cancelling ctx (or its deadline) stops the library between batches and rollout
-// steps; the error then matches both ctx.Err() and ErrCancelled / ErrDeadlineExceeded.
+// steps; the error then matches both ctx.Err() and ErrCancelled (context.Canceled) or ErrDeadlineExceeded
+// (context.DeadlineExceeded).
 func (m *Model) Forecast(ctx context.Context, req *ForecastRequest) (*Forecast, error) {
 	if req == nil {
 		return nil, invalid("request is nil")
@@ -301,6 +302,15 @@ func (m *Model) Forecast(ctx context.Context, req *ForecastRequest) (*Forecast, 
 
 // runWithContext makes run options tied to ctx (deadline and cancellation) for one call.
 func runWithContext(ctx context.Context, op string, f func(opts *C.cn_run_options, e *C.cn_error) C.cn_status) error {
+	return runWithProgress(ctx, op, nil, 0, f)
+}
+
+// runWithProgress is runWithContext that also reports the options' progress to report (when not nil): polled
+// every `every` while f runs, and once more when f has returned, each time only when it changed. The reports
+// come from one goroutine at a time (the poller, then the caller after the poller has exited), so they never
+// overlap, and the last one returns before runWithProgress does (the options are freed after it).
+func runWithProgress(ctx context.Context, op string, report func(done, total uint64), every time.Duration,
+	f func(opts *C.cn_run_options, e *C.cn_error) C.cn_status) error {
 	var opts *C.cn_run_options
 	if err := call(op, func(e *C.cn_error) C.cn_status { return C.cn_run_options_create(&opts, e) }); err != nil {
 		return err
@@ -318,12 +328,25 @@ func runWithContext(ctx context.Context, op string, f func(opts *C.cn_run_option
 		C.cn_run_options_cancel(opts)
 		close(done)
 	})
+	var stopPolling func()
+	if report != nil {
+		stopPolling = pollProgress(opts, report, every)
+	}
 	err := call(op, func(e *C.cn_error) C.cn_status { return f(opts, e) })
+	if stopPolling != nil {
+		stopPolling()
+	}
 	if !stop() {
 		<-done // the cancel may be running: wait before the options are freed
 	}
 	if err != nil && (errors.Is(err, ErrCancelled) || errors.Is(err, ErrDeadlineExceeded)) {
 		if cerr := ctx.Err(); cerr != nil {
+			var ce *Error
+			if errors.Is(cerr, context.DeadlineExceeded) && errors.As(err, &ce) && ce.Status == StatusCancelled {
+				// The context's timer cancelled the call just before the library's own deadline check would
+				// have stopped it: a deadline either way.
+				err = &Error{Op: ce.Op, Status: StatusDeadlineExceeded, Message: "the context's deadline passed (" + ce.Message + ")"}
+			}
 			return fmt.Errorf("%w (%w)", cerr, err)
 		}
 		if errors.Is(err, ErrDeadlineExceeded) {
@@ -331,4 +354,42 @@ func runWithContext(ctx context.Context, op string, f func(opts *C.cn_run_option
 		}
 	}
 	return err
+}
+
+// pollProgress starts a goroutine that reports the progress of opts every `every` (at least 1 ms) when it
+// changed. The returned function stops it, waits for it to exit and then makes the final report.
+func pollProgress(opts *C.cn_run_options, report func(done, total uint64), every time.Duration) func() {
+	if every < time.Millisecond {
+		every = time.Millisecond
+	}
+	var last [2]uint64 // written by the poller, then (after it exited) by the final report
+	poll := func() {
+		var d, t C.uint64_t
+		if C.cn_run_options_get_progress(opts, &d, &t, nil) != C.CN_STATUS_OK || t == 0 {
+			return // the call has not set its total yet
+		}
+		if now := [2]uint64{uint64(d), uint64(t)}; now != last {
+			last = now
+			report(now[0], now[1])
+		}
+	}
+	quit, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				poll()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-exited
+		poll()
+	}
 }

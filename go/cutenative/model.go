@@ -40,7 +40,12 @@ type Info struct {
 	MaxHorizon       int64
 	DefaultQuantiles int64
 	EmbeddingDim     int64
-	MaxTokens        int64
+	MaxTokens        int64 // embedding and image models: tokens per text (longer is truncated)
+	// Image models (since ABI 0.3): width and height must be multiples of ImageSizeMultiple; DefaultSteps and
+	// DefaultGuidance are what a GenerateRequest with Steps 0 and Guidance nil gets.
+	ImageSizeMultiple int64
+	DefaultSteps      int64
+	DefaultGuidance   float32
 }
 
 // Model is a loaded model. Safe for concurrent use; Close releases it.
@@ -180,6 +185,10 @@ func (m *Model) Info() (Info, error) {
 		DefaultQuantiles: int64(ci.n_default_quantiles),
 		EmbeddingDim:     int64(ci.embedding_dim),
 		MaxTokens:        int64(ci.max_tokens),
+
+		ImageSizeMultiple: int64(ci.image_size_multiple),
+		DefaultSteps:      int64(ci.default_steps),
+		DefaultGuidance:   float32(ci.default_guidance),
 	}, nil
 }
 

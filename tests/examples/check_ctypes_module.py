@@ -56,7 +56,7 @@ expect(module_constants == set(constants), "module constants not in the header: 
        "module: %s" % (sorted(module_constants - set(constants)), sorted(set(constants) - module_constants)))
 
 # ---- C types -> ctypes ----
-SCALARS = {"char": ctypes.c_char, "float": ctypes.c_float, "size_t": ctypes.c_size_t, "int32_t": ctypes.c_int32,
+SCALARS = {"char": ctypes.c_char, "float": ctypes.c_float, "double": ctypes.c_double, "size_t": ctypes.c_size_t, "int32_t": ctypes.c_int32,
            "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
            "uint8_t": ctypes.c_uint8}
 structs = {}

@@ -1,0 +1,290 @@
+#include "core/models/zimage/zimage_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Generator.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/round.h>
+
+#include "core/common/status.h"
+#include "core/format/checkpoint.h"
+#include "core/format/model_config.h"
+#include "core/models/zimage/qwen3_encoder.h"
+#include "core/models/zimage/zimage_config.h"
+#include "core/models/zimage/zimage_dit.h"
+#include "core/models/zimage/zimage_scheduler.h"
+#include "core/models/zimage/zimage_vae.h"
+#include "core/runtime/weights.h"
+#include "core/tokenizers/bpe.h"
+
+namespace cn::zimage {
+namespace {
+
+// One component's weights: its checkpoint (stem as diffusers/transformers save it) and declared list.
+struct Component {
+    std::string name;
+    std::shared_ptr<const format::Checkpoint> checkpoint;
+    std::unique_ptr<Weights> weights;
+};
+
+Component open_component(const std::string& dir, const std::string& name, const std::string& stem, const ModelOptions& o) {
+    Component c;
+    c.name = name;
+    c.checkpoint = format::Checkpoint::open(dir + "/" + name, stem);
+    c.weights = std::make_unique<Weights>(c.checkpoint, WeightLoadOptions{o.device, o.dtype, o.mmap_weights, o.check_tensors});
+    return c;
+}
+
+class ZImageModel final : public Model {
+public:
+    ZImageModel(ModelOptions options, nlohmann::json config, ZImageConfig cfg, text::Qwen2Tokenizer tok, std::unique_ptr<Qwen3Encoder> te,
+                std::unique_ptr<ZImageDit> dit, std::unique_ptr<VaeDecoder> vae, uint64_t n_parameters, uint64_t device_parameters)
+        : Model(options, std::move(config)),
+          cfg_(std::move(cfg)),
+          tok_(std::move(tok)),
+          te_(std::move(te)),
+          dit_(std::move(dit)),
+          vae_(std::move(vae)) {
+        n_parameters_ = n_parameters;
+        weight_bytes_ = device_parameters * c10::elementSize(options.dtype);  // an offloaded text encoder's are host bytes
+    }
+
+    cn_model_kind kind() const override { return CN_MODEL_KIND_ZIMAGE; }
+
+    void fill_info(cn_model_info& info) const override {
+        Model::fill_info(info);
+        info.max_tokens = kMaxTextTokens;
+        info.image_size_multiple = cfg_.size_multiple();
+        info.default_steps = kDefaultSteps;
+        info.default_guidance = kDefaultGuidance;
+    }
+
+    nlohmann::json describe() const override {
+        nlohmann::json j = Model::describe();
+        j["max_tokens"] = kMaxTextTokens;
+        j["image_size_multiple"] = cfg_.size_multiple();
+        j["default_steps"] = kDefaultSteps;
+        j["default_guidance"] = kDefaultGuidance;
+        return j;
+    }
+
+    size_t generate_bytes(const GenerateRequest& req) const override {
+        check(req);
+        return static_cast<size_t>(req.width) * static_cast<size_t>(req.height) * 3;
+    }
+
+    void generate(const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes) override {
+        generate_impl(req, run, out, out_bytes, nullptr);
+    }
+
+    ZImageParts parts() const { return {&cfg_, te_.get(), dit_.get(), vae_.get()}; }
+
+    void generate_impl(const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes, ZImageTrace* trace) {
+        const size_t bytes = generate_bytes(req);
+        if (out_bytes < bytes) {
+            fail(Status::kInvalidArgument,
+                 "out_bytes: " + std::to_string(out_bytes) + " is smaller than the image's " + std::to_string(bytes));
+        }
+        const int32_t steps = req.steps == CN_GENERATE_DEFAULT_STEPS ? kDefaultSteps : req.steps;
+        const float guidance = req.guidance < 0.0f ? kDefaultGuidance : req.guidance;
+        const bool cfg = guidance > 0.0f;
+        // Tokenize first: a bad prompt fails the call before any work.
+        const std::vector<int32_t> pos_ids = tokens(req.prompt, "prompt");
+        std::vector<int32_t> neg_ids;
+        if (cfg) neg_ids = tokens(req.negative_prompt.value_or(""), "negative_prompt");
+        run.set_total(static_cast<uint64_t>(steps));
+        run.check();
+
+        // Text: hidden_states[-2] of the valid tokens; positive first, negative second (the pipeline's batch order).
+        const auto dev = options_.device;
+        std::vector<at::Tensor> caps{te_->encode(pos_ids).to(dev)};
+        if (cfg) caps.push_back(te_->encode(neg_ids).to(dev));
+        if (trace) {
+            trace->pos_ids = pos_ids;
+            trace->neg_ids = neg_ids;
+            trace->pos_embeds = caps[0].to(at::kCPU, at::kFloat);
+            if (cfg) trace->neg_embeds = caps[1].to(at::kCPU, at::kFloat);
+        }
+        const ZImageDit::Captions captions = dit_->embed_captions(caps);
+        // With CFG, a step that cfg_truncation leaves unguided runs the positive prompt alone (a batch of one, as
+        // the pipeline does): its refined captions are made when first needed.
+        std::optional<ZImageDit::Captions> pos_captions;
+
+        // Initial noise: fp32 randn from the model device's generator, seeded as torch.Generator.manual_seed.
+        const int64_t s = cfg_.vae.scale_factor();
+        const int64_t h = 2 * (req.height / (s * 2)), w = 2 * (req.width / (s * 2));
+        at::Generator gen = at::globalContext().defaultGenerator(dev).clone();
+        {
+            std::lock_guard<std::mutex> lock(gen.mutex());
+            gen.set_current_seed(run.seed);
+        }
+        at::Tensor latents = at::randn({1, cfg_.dit.in_channels, h, w}, gen, at::TensorOptions().dtype(at::kFloat).device(dev));
+
+        const Schedule sched = make_schedule(cfg_.scheduler, steps);
+        const at::Tensor sigmas = sched.sigmas.to(dev), t_model = sched.t_model.to(dev);
+        const auto* t_norm = sched.t_model.const_data_ptr<float>();
+        const auto dtype = options_.dtype;
+        if (trace) {
+            trace->sigmas = sched.sigmas;
+            trace->timesteps = sched.timesteps;
+            trace->latents.push_back(latents[0].to(at::kCPU));
+        }
+        for (int64_t i = 0; i < steps; ++i) {
+            run.check();
+            // cfg_truncation: a step whose normalised time exceeds it runs unguided (only when truncation <= 1).
+            bool guided = cfg;
+            if (cfg && req.cfg_truncation <= 1.0 && static_cast<double>(t_norm[i]) > req.cfg_truncation) guided = false;
+            const at::Tensor x = latents.to(dtype);
+            at::Tensor noise_pred;
+            if (guided) {
+                const at::Tensor out = dit_->forward(x.repeat({2, 1, 1, 1}), t_model.slice(0, i, i + 1).repeat({2}), captions);
+                if (trace && i == 0) trace->dit_out = out.to(at::kCPU, at::kFloat);
+                const at::Tensor pos = out[0].to(at::kFloat), neg = out[1].to(at::kFloat);
+                at::Tensor pred = pos + static_cast<double>(guidance) * (pos - neg);
+                if (req.cfg_normalization > 0.0) {
+                    const at::Tensor ori = at::linalg_vector_norm(pos), now = at::linalg_vector_norm(pred);
+                    const at::Tensor max_norm = ori * req.cfg_normalization;
+                    if ((now > max_norm).item<bool>()) pred = pred * (max_norm / now);
+                }
+                noise_pred = pred.unsqueeze(0);
+            } else {
+                if (cfg && !pos_captions) pos_captions = dit_->embed_captions({caps[0]});
+                noise_pred = dit_->forward(x, t_model.slice(0, i, i + 1), cfg ? *pos_captions : captions).to(at::kFloat);
+                if (trace && i == 0) trace->dit_out = noise_pred.to(at::kCPU);
+            }
+            noise_pred = -noise_pred;
+            latents = latents + (sigmas[i + 1] - sigmas[i]) * noise_pred;
+            if (trace) trace->latents.push_back(latents[0].to(at::kCPU));
+            run.advance();
+        }
+        run.check();
+
+        // Decode: the pipeline casts to the VAE's dtype and un-scales in it; postprocess denormalises in it too.
+        at::Tensor z = latents.to(dtype);
+        z = z / cfg_.vae.scaling_factor + cfg_.vae.shift_factor;
+        at::Tensor img = vae_->decode(z);
+        if (trace) trace->decoded = img[0].to(at::kCPU, at::kFloat);
+        img = at::clamp(img * 0.5 + 0.5, 0, 1);
+        // numpy: (x * 255).round() in fp32 (half to even), then uint8.
+        const at::Tensor rgb = at::round(img.to(at::kCPU).permute({0, 2, 3, 1}).to(at::kFloat) * 255).to(at::kByte).contiguous();
+        std::memcpy(out, rgb.const_data_ptr<uint8_t>(), bytes);
+    }
+
+private:
+    void check(const GenerateRequest& req) const {
+        const int64_t m = cfg_.size_multiple();
+        for (auto [v, name] : {std::pair{req.width, "width"}, std::pair{req.height, "height"}}) {
+            if (v <= 0 || v % m != 0) {
+                fail(Status::kInvalidArgument, std::string(name) + ": " + std::to_string(v) + " is not a positive multiple of " +
+                                                   std::to_string(m) + " (this model's size multiple)");
+            }
+        }
+        if (req.steps != CN_GENERATE_DEFAULT_STEPS && (req.steps < 1 || req.steps > 1000)) {
+            fail(Status::kInvalidArgument, "steps: must be in [1, 1000] or CN_GENERATE_DEFAULT_STEPS");
+        }
+        if (!std::isfinite(req.guidance)) fail(Status::kInvalidArgument, "guidance: must be finite");
+        if (!req.lora_path.empty()) fail(Status::kUnsupported, "lora: LoRA adapters are not supported by this build yet");
+    }
+
+    // The templated prompt's token ids, truncated to the pipeline's 512.
+    std::vector<int32_t> tokens(const std::string& prompt, const char* field) const {
+        std::vector<int32_t> ids;
+        try {
+            ids = tok_.encode(text::zimage_chat_prompt(prompt));
+        } catch (const Error& e) {
+            fail(e.status(), std::string(field) + ": " + e.what());
+        }
+        if (static_cast<int64_t>(ids.size()) > kMaxTextTokens) ids.resize(static_cast<size_t>(kMaxTextTokens));
+        return ids;
+    }
+
+    ZImageConfig cfg_;
+    text::Qwen2Tokenizer tok_;
+    std::unique_ptr<Qwen3Encoder> te_;
+    std::unique_ptr<ZImageDit> dit_;
+    std::unique_ptr<VaeDecoder> vae_;
+};
+
+}  // namespace
+
+void generate_traced(Model& model, const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes, ZImageTrace* trace) {
+    auto* z = dynamic_cast<ZImageModel*>(&model);
+    if (!z) fail(Status::kInvalidArgument, "generate_traced: not a Z-Image model");
+    z->generate_impl(req, run, out, out_bytes, trace);
+}
+
+ZImageParts zimage_parts(const Model& model) {
+    const auto* z = dynamic_cast<const ZImageModel*>(&model);
+    if (!z) fail(Status::kInvalidArgument, "zimage_parts: not a Z-Image model");
+    return z->parts();
+}
+
+namespace {
+
+// A pipeline directory read, its weight lists declared and validated: everything but the loading.
+struct Prepared {
+    ZImageConfig cfg;
+    std::optional<text::Qwen2Tokenizer> tok;
+    Component te, tr, va;
+    std::unique_ptr<Qwen3Encoder> encoder;
+    std::unique_ptr<ZImageDit> dit;
+    std::unique_ptr<VaeDecoder> vae;
+};
+
+Prepared prepare(const std::string& dir, const ModelOptions& options) {
+    Prepared p;
+    p.cfg = parse_zimage_config(dir);
+    p.tok.emplace(text::Qwen2Tokenizer::from_directory(dir + "/tokenizer"));
+    if (static_cast<int64_t>(p.tok->vocab_size()) > p.cfg.text.vocab_size) {
+        fail(Status::kModelFormat, dir + "/tokenizer/tokenizer.json: " + std::to_string(p.tok->vocab_size()) +
+                                       " tokens, more than text_encoder vocab_size " + std::to_string(p.cfg.text.vocab_size));
+    }
+    // Every component's weight list is validated before any is loaded (nothing is allocated for a bad directory).
+    ModelOptions te_options = options;
+    if (options.offload_text_encoder) te_options.device = c10::Device(c10::kCPU);
+    p.te = open_component(dir, "text_encoder", "model", te_options);
+    p.tr = open_component(dir, "transformer", "diffusion_pytorch_model", options);
+    p.va = open_component(dir, "vae", "diffusion_pytorch_model", options);
+    const std::string te_prefix = p.te.checkpoint->find("model.embed_tokens.weight") ? "model." : "";
+    p.encoder = std::make_unique<Qwen3Encoder>(p.cfg.text, *p.te.weights, te_prefix);
+    p.dit = std::make_unique<ZImageDit>(p.cfg.dit, *p.tr.weights);
+    p.vae = std::make_unique<VaeDecoder>(p.cfg.vae, *p.va.weights);
+    for (Component* c : {&p.te, &p.tr, &p.va}) {
+        try {
+            c->weights->validate();
+        } catch (const Error& e) {
+            fail(e.status(), c->name + ": " + e.what());
+        }
+    }
+    return p;
+}
+
+}  // namespace
+
+void check_zimage_directory(const std::string& dir) { (void)prepare(dir, ModelOptions{}); }
+
+std::unique_ptr<Model> load_zimage(const std::string& dir, const ModelOptions& options) {
+    Prepared p = prepare(dir, options);
+    uint64_t n = 0, on_device = 0;
+    for (Component* c : {&p.te, &p.tr, &p.va}) {
+        c->weights->load_all();
+        n += c->weights->expected_elements();
+        if (!(c == &p.te && options.offload_text_encoder)) on_device += c->weights->expected_elements();
+    }
+    p.encoder->finish(options.offload_text_encoder ? c10::Device(c10::kCPU) : options.device);
+    p.dit->finish(options.device);
+    // describe()'s "config": each component's config as read.
+    nlohmann::json config;
+    for (const char* f : {"transformer", "text_encoder", "vae"}) config[f] = format::ModelConfig::load(dir + "/" + f, "config.json").json();
+    config["scheduler"] = format::ModelConfig::load(dir + "/scheduler", "scheduler_config.json").json();
+    return std::make_unique<ZImageModel>(options, std::move(config), p.cfg, std::move(*p.tok), std::move(p.encoder), std::move(p.dit),
+                                         std::move(p.vae), n, on_device);
+}
+
+}  // namespace cn::zimage
