@@ -10,6 +10,7 @@
 #include <ATen/ops/mm.h>
 
 #include "core/common/status.h"
+#include "kernels/rows_gemm.h"
 
 // MKL's per-thread thread count (exported by libtorch_cpu.so when the wheel links MKL). Weak: null without MKL.
 extern "C" int MKL_Set_Num_Threads_Local(int nt) __attribute__((weak));  // mkl_service.h: mkl_set_num_threads_local
@@ -57,6 +58,10 @@ at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const
     at::Tensor out = at::empty(shape, x.options());
     const at::Tensor wt = w.t();
     if (!x.is_cpu()) {
+#ifdef CN_WITH_CUDA
+        // One launch over every row of every series, batch-invariant by its fixed configuration (rows_gemm.h).
+        if (rows_gemm_enabled()) return rows_gemm(x, w, b);
+#endif
         for (int64_t i = 0; i < n; ++i) gemm_into(out.select(dim, i), x.select(dim, i), wt, b);
         return out;
     }

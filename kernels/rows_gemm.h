@@ -1,0 +1,32 @@
+// rows_gemm — y = x W^T (+ b) over every row of x at once, computed so that each output row depends only on its
+// own input row: one cuBLASLt kernel configuration (algorithm, tile, stages, split-K 1, no workspace) is chosen
+// per (dtype, N, K, bias) once, at a fixed reference row count, and then used for EVERY row count. A row's dot
+// products therefore run the same instructions in the same K order whether the call has 34 rows or 34,000, so
+// a series' result is bit-identical whatever other series share its call (the batch invariance Chronos-2's
+// server merging relies on), with one launch per linear layer instead of one per series.
+//   x  [..., K] (any leading shape, any strides; copied to a 16-byte-aligned contiguous matrix when needed)
+//   w  [N, K] contiguous; b [N] or undefined; same dtype (f32: exact fp32 products and sums, no TF32; bf16/f16:
+//      fp32 accumulation, rounded once to the output dtype, the bias added in the epilogue before that rounding)
+//   out  x's shape with the last dim N, contiguous
+// CUDA only (CN_WITH_CUDA builds); kInternal on CPU tensors. The chosen configurations are cached per process
+// (per device); rows_gemm_config() describes the one a shape uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace cn::kernels {
+
+at::Tensor rows_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+
+// A one-line description of the configuration rows_gemm uses for this weight (and bias presence): algorithm id,
+// tile, stages, split-K. For tests and benchmarks.
+std::string rows_gemm_config(const at::Tensor& w, bool bias);
+
+// Whether series_linear's CUDA path uses rows_gemm (one launch over all rows) instead of one GEMM per series:
+// CN_ROWS_GEMM=1 in the environment, read once. Off by default until measured on every supported GPU.
+bool rows_gemm_enabled();
+
+}  // namespace cn::kernels
