@@ -63,7 +63,7 @@ import (
 const (
 	maxDuration    = 5 * time.Minute
 	maxConcurrency = 1024
-	seriesLength   = 120
+	maxLength      = 1 << 16
 	failurePause   = 10 * time.Millisecond
 	tableHeader    = "| label | concurrency | requests | errors | 429s | throughput (req/s) | p50 (ms) | p99 (ms) |\n" +
 		"|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -93,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	key := fs.String("key", "", "API key (sent as a bearer token)")
 	label := fs.String("label", "-", "label column text")
 	timeout := fs.Duration("timeout", 60*time.Second, "per-request timeout")
+	length := fs.Int("length", 120, "series length sent (the last values of the CSV, or a synthetic series of this length)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,17 +110,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *horizon <= 0 {
 		return fmt.Errorf("-horizon must be positive, got %d", *horizon)
 	}
+	if *length <= 0 || *length > maxLength {
+		return fmt.Errorf("-length must be in [1, %d], got %d", maxLength, *length)
+	}
 	if err := checkLoopback(ctx, *rawURL, net.DefaultResolver.LookupIPAddr); err != nil {
 		return err
 	}
-	values := syntheticSeries(seriesLength)
+	values := syntheticSeries(*length)
 	if *csvPath != "" {
 		if values, err = readValues(*csvPath); err != nil {
 			return fmt.Errorf("%w (use -csv '' for a synthetic series)", err)
 		}
 	}
-	if len(values) > seriesLength {
-		values = values[len(values)-seriesLength:]
+	if len(values) > *length {
+		values = values[len(values)-*length:]
 	}
 	body, err := requestBody(values, *horizon, *model)
 	if err != nil {

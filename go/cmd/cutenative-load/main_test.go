@@ -186,7 +186,7 @@ func TestRunFakeServer(t *testing.T) {
 			Series  []struct{ Values []*float64 }
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.URL.Path != "/v1/forecast" ||
-			req.Horizon != 3 || len(req.Series) != 1 || len(req.Series[0].Values) != seriesLength {
+			req.Horizon != 3 || len(req.Series) != 1 || len(req.Series[0].Values) != 512 {
 			w.WriteHeader(http.StatusBadRequest)
 			w.Write([]byte(`{"error":{"code":"invalid_argument","message":"bad test request"}}`))
 			return
@@ -208,7 +208,7 @@ func TestRunFakeServer(t *testing.T) {
 	defer srv.Close()
 
 	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"-url", srv.URL, "-csv", "", "-horizon", "3", "-key", "k",
+	err := run(context.Background(), []string{"-url", srv.URL, "-csv", "", "-horizon", "3", "-key", "k", "-length", "512",
 		"-concurrency", "1,4", "-duration", "1s", "-label", "test"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("run: %v (stderr %s)", err, errOut.String())
@@ -228,7 +228,7 @@ func TestRunFakeServer(t *testing.T) {
 	}
 
 	// A bad key fails on the first request, with the server's message.
-	err = run(context.Background(), []string{"-url", srv.URL, "-csv", "", "-horizon", "3", "-key", "wrong",
+	err = run(context.Background(), []string{"-url", srv.URL, "-csv", "", "-horizon", "3", "-key", "wrong", "-length", "512",
 		"-duration", "100ms"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized: bad key (unauthenticated)") {
 		t.Errorf("bad key: err = %v", err)
@@ -244,6 +244,7 @@ func TestRunRefuses(t *testing.T) {
 		{[]string{"-duration", "6m", "-csv", ""}, "-duration must be in"},
 		{[]string{"-concurrency", "0"}, "bad level"},
 		{[]string{"-csv", "/nonexistent.csv"}, "use -csv ''"},
+		{[]string{"-csv", "", "-length", "0"}, "-length must be in"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
