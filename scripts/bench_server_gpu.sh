@@ -15,8 +15,8 @@
 # 1. The server (-device/-dtype/-mode, -models chronos2=<checkpoint>, -max-batch 64 -queue 1024, -max-wait
 #    default 2ms) on 127.0.0.1:PORT; /readyz awaited.
 #    Then one request per context, alone: the server's answers, which step 5 compares with a direct call's.
-# 2. cutenative-load at each client count (one run per level, after an uncounted warm-up run): it always sends
-#    the CSV's last 120 values (its fixed seriesLength), horizon 16, the server's default levels 0.1/0.5/0.9.
+# 2. cutenative-load at each client count (one run per level, after an uncounted warm-up run): it sends
+#    the CSV's last 120 values (its default -length), horizon 16, the server's default levels 0.1/0.5/0.9.
 #    /metrics is scraped around each level: library calls, series per call, time per call and in the queue.
 # 3. Unless --no-http: the same levels from a Python HTTP client (scripts/direct_load.py http) at each
 #    --contexts length, 512 included, which cutenative-load cannot send; its 120 rows show what the Python
@@ -208,7 +208,7 @@ compare=()
     --note "Device: $gpu; host: $cpu; $versions" \
     --note "Model: random-weight Chronos-2 $([ "$tiny" = 1 ] && echo tiny || echo base) ($params), $checkpoint" \
     --note "Request: one univariate series (context = its length), horizon 16, levels 0.1/0.5/0.9; server: -max-batch $max_batch -max-wait $max_wait -queue 1024, loopback; ${duration} s per level after ${warmup} s of uncounted warm-up" \
-    --note "cutenative-load sends the last 120 values of the CSV (its fixed series length); the Python HTTP client and the direct calls send the last N for each context N. Direct calls: one model, threads calling cn_forecast (ctypes releases the GIL), one call per request; the one-call row is one call of that many copies of the series (req/s there is series/s; p50/p99 of the call)" \
+    --note "cutenative-load sends the last 120 values of the CSV (its default -length 120); the Python HTTP client and the direct calls send the last N for each context N. Direct calls: one model, threads calling cn_forecast (ctypes releases the GIL), one call per request; the one-call row is one call of that many copies of the series (req/s there is series/s; p50/p99 of the call)" \
     --note "Server rows: library calls, series per call, ms per library call (mean) and ms queued (mean) come from /metrics (cutenative_batch_series, cutenative_inference_seconds, cutenative_queue_seconds) scraped before and after each level; median/max are histogram bucket bounds (1, 2, 4, ... 1024); cutenative-load's one check request per level is counted in them. One-call rows: ms per library call is the median call" \
     >"$work/table.md" || status=1
 cat "$work/table.md"

@@ -14,8 +14,8 @@ direct C calls (python/cutenative_ctypes.py) from threads. Standard library only
 
 The request, every way: one univariate series, the last --context values of the CSV's second column (header
 row skipped; empty cells NaN), horizon --horizon, quantile levels 0.1, 0.5, 0.9 (the server's defaults; over
-HTTP the request names none, as cutenative-load's does). cutenative-load always sends the CSV's last 120
-values (its seriesLength), so `load` rows have context 120.
+HTTP the request names none, as cutenative-load's does). cutenative-load (default -length 120) sends the CSV's last 120
+values, so `load` rows have context 120.
 
 direct: one model loaded as the server loads it (device, dtype, mode in cn_model_params); per call what the
 server's binding does per library call: create the request, add the series, set horizon and levels, get the
