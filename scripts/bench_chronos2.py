@@ -7,6 +7,11 @@ Debug mode, no GPU (a tiny config, shrunken workloads, the CPU build of the libr
     ~/.cache/cutenative/venv-ref/bin/python scripts/bench_chronos2.py --device cpu --tiny \
         --lib build/libcutenative.so --out /tmp/b.md
 
+Batch sweep (s) alone, on the GPU and on a CPU with 2 threads (its default batches and rows per device):
+    python3 scripts/bench_chronos2.py --lib build-gpu/libcutenative.so --workloads s --out $OUT/sweep.md
+    python3 scripts/bench_chronos2.py --lib build/libcutenative.so --device cpu --threads 2 --workloads s \
+        --out /tmp/sweep-cpu.md
+
 What it does
   1. Builds a random-weight checkpoint of the amazon/chronos-2 *base* configuration (d_model 768, 12 layers,
      12 heads, d_ff 3072, patch 16, 21 quantiles; 119.48M parameters) in the Hugging Face layout with the
@@ -18,6 +23,14 @@ What it does
        (d) rolling: 7 series of length 448+512; 448 windows of context 512 ending at successive points, H=16,
            run as 448 sequential calls of 7 series ("rolling seq") and as one call of 448*7 series
            ("rolling batched"). --quick: 32 windows.
+       (s) batch sweep (only with --workloads s): B univariate series at context 512, H=16, each B one call;
+           B = 1, 4, 16, 64, 256, 1024 on CUDA, 1 and 8 on the CPU (--sweep-batches); the series of B are the
+           first B of one seeded pool. Fewer timed runs for big B: 3 warm-up + 20 runs up to B=16, 3 + 10 up to
+           64, 2 + 5 up to 256, 2 + 3 above (--quick: 5, 5, 3, 3 runs; --tiny: 1 + 3). On CUDA a row skips the
+           B whose call would take more than --sweep-max-call-s (3 s), predicted linearly in B from the fastest
+           run at its previous B (the eager rows at big B). One table for the sweep: latency per B and
+           strategy with the floors, speedups over the reference of the same dtype, times the floor, Rel MAE %
+           against reference fp32, peak memory.
   3. Rows: reference fp32, reference bf16 (Chronos2Pipeline.from_pretrained(dir, device_map=..., dtype=...);
      predict_quantiles with all 21 model levels; batch_size = the number of series, i.e. one batch, except for
      the rolling workloads, which use the pipeline's default batch_size 256), cutenative eager f32 / bf16,
@@ -35,6 +48,9 @@ What it does
      `floors()`.
   7. Markdown tables per workload, with a header (device, torch, CUDA, driver, date); printed and written to
      --out (rewritten after every row, so a run cut short still leaves what it measured).
+  8. CPU runs (--device cpu): f32 rows make sense (the graph modes answer n/a); --threads N sets the intra-op
+     threads of this process (torch.set_num_threads, which the reference and the library share, and
+     cn_model_params.n_threads); the header names the processor (/proc/cpuinfo).
 
 The code: this file has the command line and main(); scripts/chronos2_bench/ the rest (config, checkpoint,
 workloads and floors, runners, report); python/cutenative_ctypes.py the C ABI.
@@ -60,10 +76,17 @@ import torch  # before the library: libcutenative then binds to this process's L
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import cutenative_ctypes as cn  # noqa: E402  (the C ABI: structs, enums, prototypes)
 from chronos2_bench.checkpoint import build_checkpoint, safetensors_numel  # noqa: E402
-from chronos2_bench.config import Q21, ROWS, log  # noqa: E402
-from chronos2_bench.report import driver_version, render, short_err  # noqa: E402
+from chronos2_bench.config import Q21, ROWS, SWEEP_BATCHES, SWEEP_MAX_CALL_S, SWEEP_ROWS, log  # noqa: E402
+from chronos2_bench.report import cpu_name, driver_version, render, short_err  # noqa: E402
 from chronos2_bench.runners import CnRunner, RefRunner, profile_row, time_workload  # noqa: E402
 from chronos2_bench.workloads import make_workloads  # noqa: E402
+
+
+def load_average():
+    try:
+        return "%.2f, %.2f, %.2f" % os.getloadavg()
+    except OSError:
+        return "n/a"
 
 
 def main(argv=None):
@@ -73,23 +96,52 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="32 rolling windows, fewer repetitions")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--tiny", action="store_true", help="debug: tiny config and workloads")
-    ap.add_argument("--rows", default=",".join(k for k, *_ in ROWS),
-                    help="comma-separated subset of: " + ", ".join(k for k, *_ in ROWS))
-    ap.add_argument("--workloads", default="a,b,c,d", help="comma-separated subset of a,b,c,d")
+    ap.add_argument("--rows", default=None,
+                    help="comma-separated subset of: " + ", ".join(k for k, *_ in ROWS) + " (default: all; with "
+                    "--workloads s alone: %s on CUDA, %s on the CPU)"
+                    % (",".join(SWEEP_ROWS["cuda"]), ",".join(SWEEP_ROWS["cpu"])))
+    ap.add_argument("--workloads", default="a,b,c,d", help="comma-separated subset of a,b,c,d,s (s: the batch sweep)")
+    ap.add_argument("--sweep-batches", default=None,
+                    help="batch sizes of the sweep (s), comma-separated (default: %s on CUDA, %s on the CPU)"
+                    % (",".join(map(str, SWEEP_BATCHES["cuda"])), ",".join(map(str, SWEEP_BATCHES["cpu"]))))
+    ap.add_argument("--sweep-max-call-s", type=float, default=None,
+                    help="sweep: a row skips a B whose call would take longer (seconds, predicted linearly in B from "
+                    "the fastest run at the row's previous B; 0: never skip); default %g on CUDA, 0 on the CPU"
+                    % SWEEP_MAX_CALL_S)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="intra-op threads (torch.set_num_threads and cn_model_params.n_threads); 0: leave as is")
     ap.add_argument("--checkpoint", help="directory for the checkpoint (kept; reused if it has config.json)")
     ap.add_argument("--profile", default="", help="row key to profile on the first workload (torch.profiler, CUDA "
                     "kernels by GPU time) after the timings; appended to the report")
     args = ap.parse_args(argv)
 
+    which = set(w for w in args.workloads.split(",") if w)
+    bad = sorted(which - set("abcds"))
+    if bad:
+        ap.error("unknown workloads: %s" % ", ".join(bad))
+    device = args.device
+    if args.rows is None:
+        args.rows = ",".join(SWEEP_ROWS[device] if which == {"s"} else [k for k, *_ in ROWS])
     row_keys = [k for k in args.rows.split(",") if k]
     bad = [k for k in row_keys if k not in {r[0] for r in ROWS}]
     if bad:
         ap.error("unknown rows: %s" % ", ".join(bad))
     row_keys = [r[0] for r in ROWS if r[0] in row_keys]  # table order
-    which = set(w for w in args.workloads.split(",") if w)
-    device = args.device
+    try:
+        sweep_batches = sorted(set(int(b) for b in args.sweep_batches.split(",") if b.strip())) \
+            if args.sweep_batches is not None else SWEEP_BATCHES[device]
+    except ValueError:
+        ap.error("--sweep-batches: comma-separated integers, got %r" % args.sweep_batches)
+    if "s" in which and (not sweep_batches or sweep_batches[0] < 1):
+        ap.error("--sweep-batches: batch sizes >= 1, got %r" % args.sweep_batches)
+    if args.threads < 0:
+        ap.error("--threads: >= 0")
     if device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda but torch.cuda.is_available() is False (use --device cpu)")
+    if args.sweep_max_call_s is None:
+        args.sweep_max_call_s = SWEEP_MAX_CALL_S if device == "cuda" else 0.0
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     # quiet the reference's loaders
     logging.getLogger("transformers").setLevel(logging.ERROR)
@@ -120,12 +172,14 @@ def main(argv=None):
         gpu_detected = "H200" in dev_name or "H100" in dev_name
         drv = driver_version()
     else:
-        dev_name = "CPU (%s, %d threads)" % (platform.processor() or platform.machine(), torch.get_num_threads())
+        dev_name = "CPU: %s, %d threads (%d logical CPUs)" % (cpu_name(), torch.get_num_threads(), os.cpu_count() or 0)
         gpu, gpu_detected, drv = "H100", False, "n/a"
     lib = cn.load_library(args.lib)
     header = [
         ("Date (UTC)", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")),
         ("Device", dev_name),
+        ("Host CPU", "%s, %d logical CPUs, torch intra-op threads %d" % (cpu_name(), os.cpu_count() or 0,
+                                                                        torch.get_num_threads())),
         ("Driver", drv),
         ("torch", torch.__version__),
         ("CUDA (torch)", torch.version.cuda or "none"),
@@ -136,6 +190,7 @@ def main(argv=None):
         ("cutenative", "%s (%s)" % (lib.cn_version().decode(), lib.cn_build_info().decode())),
         ("Library", os.path.abspath(args.lib)),
         ("Mode", ("tiny debug" if args.tiny else "chronos-2 base") + (", quick" if args.quick else "")),
+        ("Host load average (1, 5, 15 min) at the start", load_average()),
     ]
 
     # ---- checkpoint ----
@@ -159,9 +214,10 @@ def main(argv=None):
                          cfg["d_ff"], cfg["chronos_config"]["input_patch_size"],
                          len(cfg["chronos_config"]["quantiles"]), n_params, n_params / 1e6)))
 
-    workloads = make_workloads(args.tiny, args.quick, which)
+    workloads = make_workloads(args.tiny, args.quick, which, sweep_batches if "s" in which else ())
     ctx = dict(header=header, notes=[], cfg=cfg, n_params=n_params, gpu=gpu, gpu_detected=gpu_detected,
-               n_runs=n_runs, n_runs_seq=n_runs_seq, warmup=warmup)
+               n_runs=n_runs, n_runs_seq=n_runs_seq, warmup=warmup, device=device,
+               sweep_max_call_s=args.sweep_max_call_s)
     results = {}
 
     def write_report():
@@ -194,7 +250,7 @@ def main(argv=None):
                                         % (label, device, runner.kwarg,
                                            "bfloat16" if dt == "bf16" else "float32", time.perf_counter() - t0))
                 else:
-                    runner = CnRunner(lib, model_dir, device, dt, mode)
+                    runner = CnRunner(lib, model_dir, device, dt, mode, args.threads)
                     inf = runner.info
                     ctx["notes"].append(
                         "%s: cn_model_info weight_bytes %d (%.1f MB), n_parameters %d, graph_pool_bytes %d, "
@@ -217,13 +273,26 @@ def main(argv=None):
                 free_device()
                 write_report()
                 continue
+            last_sweep = None  # (B, fastest run in seconds) of this row's previous sweep workload
             for wl in workloads:
-                n = n_runs_seq if wl.sequential else n_runs
+                n = wl.n_runs or (n_runs_seq if wl.sequential else n_runs)
+                w = warmup if wl.warmup is None else wl.warmup
+                if wl.sweep_b is not None and last_sweep and args.sweep_max_call_s > 0:
+                    pred = last_sweep[1] * wl.sweep_b / last_sweep[0]
+                    if pred > args.sweep_max_call_s:
+                        results[(rk, wl.key)] = dict(skipped="skipped: %.3g s per call predicted from %.3g s (fastest "
+                                                     "run) at B=%d "
+                                                     "(--sweep-max-call-s %g)" % (pred, last_sweep[1], last_sweep[0],
+                                                                                  args.sweep_max_call_s))
+                        log("  %-60s skipped (%.3g s per call predicted)" % (wl.title[:60], pred))
+                        continue
                 try:
                     if device == "cuda":
                         torch.cuda.synchronize()
                         torch.cuda.reset_peak_memory_stats()
-                    med, times, out = time_workload(runner, wl, device, warmup, n)
+                    med, times, out = time_workload(runner, wl, device, w, n)
+                    if wl.sweep_b is not None:
+                        last_sweep = (wl.sweep_b, min(times))
                     mem = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None
                     results[(rk, wl.key)] = dict(ms=med * 1e3, times=times, out=out, mem=mem)
                     log("  %-60s %10.3f ms (min %.3f, max %.3f, n=%d)%s"
@@ -243,10 +312,11 @@ def main(argv=None):
             free_device()
             write_report()
         if args.profile:
-            ctx["profile"] = profile_row(lib, model_dir, device, args.profile, workloads[0])
+            ctx["profile"] = profile_row(lib, model_dir, device, args.profile, workloads[0], n_threads=args.threads)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+    ctx["notes"].append("Host load average (1, 5, 15 min) at the end: %s." % load_average())
     text = write_report()
     if ctx.get("profile"):
         text += ctx["profile"]

@@ -25,6 +25,16 @@ DATA_SEED = 777
 
 REF_DEFAULT_BATCH = 256  # Chronos2Pipeline.predict's default batch_size, used for the rolling workloads
 
+# (s) batch sweep: univariate series at one context and horizon, each batch size one call (issue #19).
+SWEEP_CONTEXT, SWEEP_HORIZON = 512, 16
+SWEEP_BATCHES = {"cuda": [1, 4, 16, 64, 256, 1024], "cpu": [1, 8]}
+SWEEP_ROWS = {  # the rows a sweep-only run takes when --rows is not given
+    "cuda": ["ref-f32", "ref-bf16", "cn-eager-f32", "cn-eager-bf16", "cn-graph-bf16", "cn-fused-f32",
+             "cn-fused-bf16"],
+    "cpu": ["ref-f32", "cn-eager-f32", "cn-fused-f32"],
+}
+SWEEP_MAX_CALL_S = 3.0  # default --sweep-max-call-s
+
 # Peak figures for the floors (dense, no sparsity).
 PEAK_BW = {"H100": 3.35e12, "H200": 4.8e12}     # bytes/s (HBM3 SXM / HBM3e)
 PEAK_FLOPS = {"bf16": 990e12, "f32": 67e12}      # FLOP/s, H100 and H200 alike (fp32 = non-tensor-core)

@@ -1,5 +1,6 @@
 """The markdown report: deltas, formatting, the tables per workload."""
 
+import platform
 import subprocess
 
 import numpy as np
@@ -61,6 +62,18 @@ def driver_version():
         return "unknown (no nvidia-smi)"
 
 
+def cpu_name():
+    """The processor's model name (/proc/cpuinfo on Linux; platform.processor() elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def render(ctx, workloads, results, row_keys):
     """results[(row_key, wl_key)] = dict(ms=..., times=..., out=..., mem=..., error=...)."""
     L = []
@@ -76,7 +89,8 @@ def render(ctx, workloads, results, row_keys):
              "Speedup = reference fp32 / row. Deltas are over every (series, quantile, step) of the 21 model "
              "quantiles; Rel MAE %% = 100 * mean|Δ| / mean|reference fp32|. Memory = "
              "torch.cuda.max_memory_allocated() during the row's runs of that workload, weights included "
-             "(LibTorch's caching allocator, shared by both)."
+             "(LibTorch's caching allocator, shared by both). The batch sweep (s) has its own run counts, stated "
+             "in its table."
              % (ctx["n_runs"], ctx["warmup"], ctx["n_runs_seq"], ctx["warmup"]))
     L.append("")
     for note in ctx["notes"]:
@@ -84,6 +98,8 @@ def render(ctx, workloads, results, row_keys):
     L.append("")
     labels = {k: lab for (k, lab, *_rest) in ROWS}
     for wl in workloads:
+        if wl.sweep_b is not None:
+            continue  # one section for the whole sweep, below
         L.append("## " + wl.title)
         L.append("")
         fl = floors(wl, ctx["cfg"], ctx["n_params"], ctx["gpu"])
@@ -139,4 +155,148 @@ def render(ctx, workloads, results, row_keys):
             if per:
                 L.append("Per call (ms): " + "; ".join(per) + ".")
         L.append("")
+    L += render_sweep(ctx, [wl for wl in workloads if wl.sweep_b is not None], results, row_keys)
     return "\n".join(L) + "\n"
+
+
+def tokens_per_series(cfg, context, horizon):
+    """Encoder tokens of one univariate series: context patches (left-padded to whole patches), the REG token
+    if the config has one, output patches."""
+    cc = cfg["chronos_config"]
+    nc = -(-context // cc["input_patch_size"])
+    nh = -(-horizon // cc["output_patch_size"])
+    return nc + (1 if cc.get("use_reg_token", True) else 0) + nh, nc, nh
+
+
+def render_sweep(ctx, sweep, results, row_keys):
+    """The batch sweep (s): one table row per batch size, one column per strategy; then the ratios, accuracy
+    and (CUDA) memory tables. Returns lines."""
+    if not sweep:
+        return []
+    labels = {k: lab for (k, lab, *_rest) in ROWS}
+    dtypes = {k: dt for (k, _lab, _kind, dt, _mode) in ROWS}
+    hdr = dict(ctx["header"])
+    cuda = ctx["device"] == "cuda"
+    gpu = ctx["gpu"]
+    wl0 = sweep[0]
+    T, nc, nh = tokens_per_series(ctx["cfg"], wl0.context, wl0.horizon)
+    L = ["## (s) batch sweep: B univariate series, context %d, H=%d, one call per B (%s, %s UTC)"
+         % (wl0.context, wl0.horizon, hdr.get("Device", "?"), hdr.get("Date (UTC)", "?")), ""]
+    L.append("Median wall clock (ms) of the timed runs after the warm-up calls, both stated per B; one call of B "
+             "series (the reference: predict_quantiles with batch_size B, one batch); inputs: the first B series of "
+             "one seeded pool, so each B's series are a prefix of the next B's. %d tokens per series (%d context "
+             "patches, REG, %d output patch%s). GFLOP = the floor's FLOPs of one call: 2 x weights of the linear "
+             "layers x the tokens they see, plus attention (workloads.floors())."
+             % (T, nc, nh, "" if nh == 1 else "es"))
+    if cuda:
+        L.append("Floor = max(bytes / %.2f TB/s, FLOPs / peak) with bytes = the weights once (2 B bf16, 4 B f32) + "
+                 "fp32 inputs and outputs, peak 990 TFLOP/s bf16 and 67 TFLOP/s f32 (%s%s)."
+                 % (PEAK_BW[gpu] / 1e12, gpu, "" if ctx["gpu_detected"] else ", assumed"))
+    else:
+        L.append("No floor on the CPU (the floors' peak figures are the GPU's); GFLOP / latency gives the achieved "
+                 "rate.")
+    if hdr.get("Host load average (1, 5, 15 min) at the start"):
+        L.append("Host load average (1, 5, 15 min) at the start of the run: %s (%s)."
+                 % (hdr["Host load average (1, 5, 15 min) at the start"], hdr.get("Host CPU", "?")))
+    if ctx.get("sweep_max_call_s"):
+        L.append("A row skips the B whose call would take more than %.3g s, predicted linearly in B from the "
+                 "fastest run at its previous B (--sweep-max-call-s)." % ctx["sweep_max_call_s"])
+    L.append("")
+    keys = [k for k in row_keys if any((k, wl.key) in results for wl in sweep)] or row_keys
+    fl = {wl.key: floors(wl, ctx["cfg"], ctx["n_params"], gpu) for wl in sweep}
+    notes = []
+
+    def cell(rk, wl, fmt):
+        r = results.get((rk, wl.key))
+        if r is None:
+            return "(not run)"
+        if r.get("skipped"):
+            notes.append("%s, B=%d: %s" % (labels[rk], wl.sweep_b, r["skipped"]))
+            return "skipped"
+        if r.get("error"):
+            notes.append("%s, B=%d: %s" % (labels[rk], wl.sweep_b, r["error"]))
+            return "n/a" if r["error"].startswith("n/a") else "error"
+        return fmt(r)
+
+    def ms(rk, wl):
+        r = results.get((rk, wl.key)) or {}
+        return r.get("ms")
+
+    # latency
+    cols = ["B", "runs (warm-up)", "GFLOP"] + [labels[k] for k in keys]
+    if cuda:
+        cols += ["floor bf16", "floor f32"]
+    L.append("| " + " | ".join(cols) + " |")
+    L.append("|" + "|".join("---:" for _ in cols) + "|")
+    for wl in sweep:
+        f = fl[wl.key]
+        row = ["%d" % wl.sweep_b, "%d (%d)" % (wl.n_runs, wl.warmup), "%.3g" % (f["bf16"]["flops"] / 1e9)]
+        row += [cell(k, wl, lambda r: "%.3f" % r["ms"]) for k in keys]
+        if cuda:
+            row += ["%.3f" % (f["bf16"]["t"] * 1e3), "%.3f" % (f["f32"]["t"] * 1e3)]
+        L.append("| " + " | ".join(row) + " |")
+    L.append("")
+
+    # speedups: reference of the row's dtype / row
+    cn_keys = [k for k in keys if k.startswith("cn-")]
+    ref_of = {dt: "ref-" + dt for dt in ("f32", "bf16")}
+    sp_keys = [k for k in cn_keys if ref_of[dtypes[k]] in keys]
+    if sp_keys:
+        L.append("Speedup over the reference of the row's dtype (reference ms / row ms; > 1: cutenative faster):")
+        L.append("")
+        L.append("| B | " + " | ".join("%s vs %s" % (labels[k], labels[ref_of[dtypes[k]]]) for k in sp_keys) + " |")
+        L.append("|---:|" + "|".join("---:" for _ in sp_keys) + "|")
+        for wl in sweep:
+            row = ["%d" % wl.sweep_b]
+            for k in sp_keys:
+                a, b = ms(ref_of[dtypes[k]], wl), ms(k, wl)
+                row.append("%.2fx" % (a / b) if a and b else "–")
+            L.append("| " + " | ".join(row) + " |")
+        L.append("")
+    if cuda:
+        L.append("Times the floor of the row's dtype (row ms / floor ms; 1 = at the floor):")
+        L.append("")
+        L.append("| B | " + " | ".join(labels[k] for k in keys) + " |")
+        L.append("|---:|" + "|".join("---:" for _ in keys) + "|")
+        for wl in sweep:
+            row = ["%d" % wl.sweep_b]
+            for k in keys:
+                b = ms(k, wl)
+                row.append("%.1fx" % (b / (fl[wl.key][dtypes[k]]["t"] * 1e3)) if b else "–")
+            L.append("| " + " | ".join(row) + " |")
+        L.append("")
+
+    # accuracy against the reference fp32 of the same B
+    acc_keys = [k for k in keys if k != REF_ROW]
+    if REF_ROW in keys and acc_keys:
+        L.append("Rel MAE % against reference fp32 at the same B (100 * mean|Δ| / mean|reference fp32| over every "
+                 "series, quantile and step):")
+        L.append("")
+        L.append("| B | " + " | ".join(labels[k] for k in acc_keys) + " |")
+        L.append("|---:|" + "|".join("---:" for _ in acc_keys) + "|")
+        for wl in sweep:
+            ref = (results.get((REF_ROW, wl.key)) or {}).get("out")
+            row = ["%d" % wl.sweep_b]
+            for k in acc_keys:
+                r = results.get((k, wl.key)) or {}
+                dl = deltas(r.get("out"), ref)
+                row.append("–" if dl is None else dl["error"] if "error" in dl else
+                           fmt_g(dl["rel"]) + (" (%d non-finite)" % dl["nonfinite"] if dl["nonfinite"] else ""))
+            L.append("| " + " | ".join(row) + " |")
+        L.append("")
+    if cuda:
+        L.append("Peak memory (MB, torch.cuda.max_memory_allocated() during the row's runs at that B, weights "
+                 "included):")
+        L.append("")
+        L.append("| B | " + " | ".join(labels[k] for k in keys) + " |")
+        L.append("|---:|" + "|".join("---:" for _ in keys) + "|")
+        for wl in sweep:
+            row = ["%d" % wl.sweep_b]
+            for k in keys:
+                r = results.get((k, wl.key)) or {}
+                row.append("%.0f" % r["mem"] if r.get("mem") is not None else "–")
+            L.append("| " + " | ".join(row) + " |")
+        L.append("")
+    if notes:
+        L += ["- " + n for n in dict.fromkeys(notes)] + [""]
+    return L

@@ -19,7 +19,7 @@ from .config import ROWS
 class CnModel:
     """One loaded cutenative model plus its own error object."""
 
-    def __init__(self, lib, model_dir, device, dtype):
+    def __init__(self, lib, model_dir, device, dtype, n_threads=0):
         self.lib = lib
         self.err = ctypes.c_void_p()
         self.model = ctypes.c_void_p()
@@ -31,6 +31,7 @@ class CnModel:
         p.device_index = 0
         p.dtype = cn.CN_DTYPE_BF16 if dtype == "bf16" else cn.CN_DTYPE_F32
         p.mode = cn.CN_MODE_EAGER
+        p.n_threads = n_threads  # 0: leave the process's intra-op thread count as it is
         try:
             self.check(lib.cn_model_create(os.fsencode(model_dir), ctypes.byref(p), ctypes.byref(self.model),
                                            self.err))
@@ -139,8 +140,8 @@ class RefRunner:
 
 
 class CnRunner:
-    def __init__(self, lib, model_dir, device, dtype, mode):
-        self.m = CnModel(lib, model_dir, device, dtype)
+    def __init__(self, lib, model_dir, device, dtype, mode, n_threads=0):
+        self.m = CnModel(lib, model_dir, device, dtype, n_threads)
         self.mode_status = None
         if mode != cn.CN_MODE_EAGER:
             st = self.m.set_mode(mode)
@@ -183,7 +184,7 @@ def time_workload(runner, wl, device, warmup, n_runs):
     return statistics.median(times), times, runner.to_numpy(first)
 
 
-def profile_row(lib, model_dir, device, row_key, wl, calls=10):
+def profile_row(lib, model_dir, device, row_key, wl, calls=10, n_threads=0):
     """Where the time goes: one cutenative row on one workload under torch.profiler (same process, same
     LibTorch, so its CUDA kernels are recorded). Returns a markdown section."""
     from torch.profiler import ProfilerActivity, profile
@@ -192,7 +193,7 @@ def profile_row(lib, model_dir, device, row_key, wl, calls=10):
     if row is None or row[2] != "cn":
         return "\n## Profile\n\n(--profile %s: not a cutenative row)\n" % row_key
     _, label, _, dt, mode = row
-    runner = CnRunner(lib, model_dir, device, dt, mode)
+    runner = CnRunner(lib, model_dir, device, dt, mode, n_threads)
     try:
         s0, e0 = wl.calls[0]
         for _ in range(3):

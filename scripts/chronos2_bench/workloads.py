@@ -7,7 +7,7 @@ import torch
 
 import cutenative_ctypes as cn
 
-from .config import DATA_SEED, PEAK_BW, PEAK_FLOPS, REF_DEFAULT_BATCH
+from .config import DATA_SEED, PEAK_BW, PEAK_FLOPS, REF_DEFAULT_BATCH, SWEEP_CONTEXT, SWEEP_HORIZON
 
 
 # ======================================================================================================
@@ -33,10 +33,12 @@ def make_series(rng, n_series, length):
 
 class Workload:
     """A set of univariate series forecast H steps. `calls` splits it: [(start, stop)] row ranges, one per
-    library/pipeline call (one range, or one per window for the sequential rolling run)."""
+    library/pipeline call (one range, or one per window for the sequential rolling run). A batch-sweep workload
+    has sweep_b (its batch size) and its own warm-up and run counts (None elsewhere: the run's counts)."""
 
-    def __init__(self, key, title, contexts, horizon, calls, ref_batch):
+    def __init__(self, key, title, contexts, horizon, calls, ref_batch, sweep_b=None, warmup=None, n_runs=None):
         self.key, self.title, self.horizon = key, title, horizon
+        self.sweep_b, self.warmup, self.n_runs = sweep_b, warmup, n_runs
         self.x = np.ascontiguousarray(contexts, dtype=np.float32)  # (n_series, C)
         self.calls = calls
         self.ref_batch = ref_batch
@@ -52,7 +54,16 @@ class Workload:
         return len(self.calls) > 1
 
 
-def make_workloads(tiny, quick, which):
+def sweep_repeats(b, tiny, quick):
+    """(warm-up calls, timed runs) of the sweep's batch size b: fewer runs for the big batches."""
+    if tiny:
+        return 1, 3
+    if quick:
+        return (3, 5) if b <= 16 else (2, 5) if b <= 64 else (2, 3)
+    return (3, 20) if b <= 16 else (3, 10) if b <= 64 else (2, 5) if b <= 256 else (2, 3)
+
+
+def make_workloads(tiny, quick, which, sweep_batches=()):
     rng = np.random.default_rng(DATA_SEED)
     if tiny:
         spec = dict(a=(1, 64, 16), b=(1, 256, 32), c=(4, 64, 16))
@@ -77,6 +88,15 @@ def make_workloads(tiny, quick, which):
         out.append(Workload("d-batched", "(d) rolling batched: 1 call x %d series (%d windows x %d), context %d, "
                             "H=%d" % (n_win * n_roll, n_win, n_roll, c_roll, h_roll), rows, h_roll,
                             [(0, n_win * n_roll)], REF_DEFAULT_BATCH))
+    # (s) batch sweep: one pool of series from its own generator (the workloads above keep their inputs); batch
+    # size b takes the pool's first b series, in one call (the reference: batch_size b, one batch). Context 512
+    # and H=16 with --tiny too (the tiny config's context_length is 512).
+    if "s" in which and sweep_batches:
+        pool = make_series(np.random.default_rng(DATA_SEED + 1), max(sweep_batches), SWEEP_CONTEXT)
+        for b in sweep_batches:
+            w, n = sweep_repeats(b, tiny, quick)
+            out.append(Workload("s-%d" % b, "(s) sweep B=%d, context %d, H=%d" % (b, SWEEP_CONTEXT, SWEEP_HORIZON),
+                                pool[:b], SWEEP_HORIZON, [(0, b)], b, sweep_b=b, warmup=w, n_runs=n))
     return out
 
 
