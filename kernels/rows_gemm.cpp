@@ -1,5 +1,6 @@
 #include "kernels/rows_gemm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -16,12 +17,28 @@
 namespace cn::kernels {
 namespace {
 
-// The row count the configuration is chosen for (cuBLASLt's heuristic answer for a large batch); every other row
-// count runs the same configuration.
-constexpr int64_t kReferenceRows = 16384;
+// The row count the configuration is chosen for (cuBLASLt's heuristic answer for that many rows); every other row
+// count runs the same configuration. CN_ROWS_GEMM_REFERENCE_ROWS overrides it, for benchmarks only (it is part of
+// the arithmetic: a different configuration rounds differently).
+// Measured on an H100 (docs/benchmarks.md, #19 section): for bf16/f16, 544 rows (16 series of Chronos-2 at
+// context 512) picks a configuration as fast as the large-batch one at 1024 series and twice as fast at 1; for
+// f32 (no tensor cores: exact fp32) 16384 (at 544 cuBLASLt offers no configuration valid for every row count).
+int64_t reference_rows(at::ScalarType dt) {
+    static const int64_t over = [] {
+        const char* v = std::getenv("CN_ROWS_GEMM_REFERENCE_ROWS");
+        const long long r = v ? std::atoll(v) : 0;
+        return r >= 1 && r <= (1LL << 24) ? static_cast<int64_t>(r) : int64_t{0};
+    }();
+    if (over > 0) return over;
+    return dt == at::kFloat ? 16384 : 544;
+}
+// The most workspace a configuration may use (allocated per call from the caching allocator, so concurrent calls
+// on other streams never share it, and CUDA graph capture takes it from the graph's pool).
+constexpr uint64_t kMaxWorkspace = uint64_t{32} << 20;
 
 void check(cublasStatus_t s, const char* what) {
-    if (s != CUBLAS_STATUS_SUCCESS) fail(Status::kInternal, std::string("rows_gemm: ") + what + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)));
+    if (s != CUBLAS_STATUS_SUCCESS)
+        fail(Status::kInternal, std::string("rows_gemm: ") + what + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
 cudaDataType_t cuda_type(at::ScalarType t) {
@@ -67,6 +84,7 @@ using Key = std::tuple<int, int, int64_t, int64_t, bool>;  // device, dtype, N, 
 
 struct Choice {
     cublasLtMatmulAlgo_t algo{};
+    size_t workspace = 0;
     std::string description;
 };
 
@@ -75,63 +93,82 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
         int64_t v = 0;
         size_t written = 0;
         uint32_t small = 0;
-        if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &small, sizeof(small), &written) == CUBLAS_STATUS_SUCCESS && written == 4) return int64_t{small};
+        if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &small, sizeof(small), &written) == CUBLAS_STATUS_SUCCESS && written == 4)
+            return int64_t{small};
         if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, sizeof(v), &written) == CUBLAS_STATUS_SUCCESS) return v;
         return int64_t{-1};
     };
     return "algo " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_ID)) + ", tile " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_TILE_ID)) +
            ", stages " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_STAGES_ID)) + ", split-K " +
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + ", reduction " +
-           std::to_string(attr(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME)) + ", swizzle " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) +
-           ", custom " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)) + ", cluster " +
+           std::to_string(attr(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME)) + ", swizzle " +
+           std::to_string(attr(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) + ", custom " +
+           std::to_string(attr(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)) + ", cluster " +
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
-// The configuration for this weight: cuBLASLt's first heuristic answer at kReferenceRows rows, without workspace,
-// that is also valid for 1 and 65536 rows and does not split K. Chosen once per key, then fixed.
+// The configuration for this weight: the first of cuBLASLt's heuristic answers at reference_rows(dtype) rows that does
+// not split K and is valid for 1, 34 and 65536 rows; its workspace is the largest any of those row counts needs
+// (a per-call allocation of that size; split-K is what would make a workspace change the arithmetic, and it is
+// excluded). Chosen once per key, then fixed.
 const Choice& choose(at::ScalarType dt, int64_t N, int64_t K, bool bias, int device, cublasLtHandle_t handle, const void* bias_ptr) {
     static std::mutex mu;
     static std::map<Key, Choice> cache;
     const Key key{device, static_cast<int>(dt), N, K, bias};
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
-    Descs d(dt, N, K, kReferenceRows, K, bias ? bias_ptr : nullptr);
+    Descs d(dt, N, K, reference_rows(dt), K, bias ? bias_ptr : nullptr);
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    const uint64_t no_workspace = 0;
-    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &no_workspace, sizeof(no_workspace)), "set MAX_WORKSPACE");
-    std::vector<cublasLtMatmulHeuristicResult_t> results(16);
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kMaxWorkspace, sizeof(kMaxWorkspace)),
+          "set MAX_WORKSPACE");
+    std::vector<cublasLtMatmulHeuristicResult_t> results(32);
     int found = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, pref, static_cast<int>(results.size()), results.data(), &found);
+    const cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, pref, static_cast<int>(results.size()), results.data(), &found);
     cublasLtMatmulPreferenceDestroy(pref);
     check(s, "cublasLtMatmulAlgoGetHeuristic");
+    std::string why;
     for (int i = 0; i < found; ++i) {
         cublasLtMatmulAlgo_t algo = results[static_cast<size_t>(i)].algo;
         uint32_t split = 1;
         size_t written = 0;
         cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof(split), &written);
-        if (split > 1) continue;
+        if (split > 1) {
+            why += " [" + describe(algo) + ": split-K]";
+            continue;
+        }
         bool ok = true;
+        size_t workspace = results[static_cast<size_t>(i)].workspaceSize;
         for (int64_t m : {int64_t{1}, int64_t{34}, int64_t{65536}}) {
             Descs dm(dt, N, K, m, K, bias ? bias_ptr : nullptr);
             cublasLtMatmulHeuristicResult_t r{};
-            if (cublasLtMatmulAlgoCheck(handle, dm.op, dm.a, dm.b, dm.c, dm.c, &algo, &r) != CUBLAS_STATUS_SUCCESS || r.workspaceSize > 0) ok = false;
+            const cublasStatus_t c = cublasLtMatmulAlgoCheck(handle, dm.op, dm.a, dm.b, dm.c, dm.c, &algo, &r);
+            if (c != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kMaxWorkspace) {
+                why += " [" + describe(algo) + ": " + std::to_string(m) + " rows: status " + std::to_string(static_cast<int>(c)) +
+                       ", workspace " + std::to_string(r.workspaceSize) + "]";
+                ok = false;
+                break;
+            }
+            workspace = std::max(workspace, r.workspaceSize);
         }
         if (!ok) continue;
-        return cache.emplace(key, Choice{algo, describe(algo)}).first->second;
+        return cache.emplace(key, Choice{algo, workspace, describe(algo) + ", workspace " + std::to_string(workspace)}).first->second;
     }
-    fail(Status::kInternal, "rows_gemm: cuBLASLt offers no workspace-free, split-K-free configuration valid for every row count (N " +
-                                std::to_string(N) + ", K " + std::to_string(K) + ")");
+    fail(Status::kInternal, "rows_gemm: cuBLASLt offers no split-K-free configuration valid for every row count (N " + std::to_string(N) +
+                                ", K " + std::to_string(K) + ", " + std::to_string(found) + " candidates:" + why + ")");
 }
 
 }  // namespace
 
-bool rows_gemm_enabled() {
-    static const bool on = [] {
+bool rows_gemm_enabled(at::ScalarType dtype) {
+    static const int setting = [] {  // -1: the default per dtype, 0: off, 1: on
         const char* v = std::getenv("CN_ROWS_GEMM");
-        return v && std::string(v) == "1";
+        if (v && std::string(v) == "1") return 1;
+        if (v && std::string(v) == "0") return 0;
+        return -1;
     }();
-    return on;
+    return setting == 1 || (setting == -1 && dtype != at::kFloat);
 }
 
 std::string rows_gemm_config(const at::Tensor& w, bool bias) {
@@ -168,8 +205,15 @@ at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tens
     const Choice& choice = choose(x.scalar_type(), N, K, bias != nullptr, x.device().index(), handle, bias);
     Descs d(x.scalar_type(), N, K, M, K, bias);
     const float alpha = 1.0f, beta = 0.0f;
+    size_t ws = choice.workspace;
+    if (M > 65536) {  // beyond the row counts checked at choice time: check this one (same configuration)
+        cublasLtMatmulHeuristicResult_t r{};
+        check(cublasLtMatmulAlgoCheck(handle, d.op, d.a, d.b, d.c, d.c, &choice.algo, &r), "cublasLtMatmulAlgoCheck");
+        ws = std::max(ws, r.workspaceSize);
+    }
+    const at::Tensor workspace = ws > 0 ? at::empty({static_cast<int64_t>(ws)}, x.options().dtype(at::kByte)) : at::Tensor();
     check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
-                         d.c, &choice.algo, nullptr, 0, at::cuda::getCurrentCUDAStream()),
+                         d.c, &choice.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws, at::cuda::getCurrentCUDAStream()),
           "cublasLtMatmul");
     return out;
 }

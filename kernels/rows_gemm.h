@@ -1,6 +1,7 @@
 // rows_gemm — y = x W^T (+ b) over every row of x at once, computed so that each output row depends only on its
-// own input row: one cuBLASLt kernel configuration (algorithm, tile, stages, split-K 1, no workspace) is chosen
-// per (dtype, N, K, bias) once, at a fixed reference row count, and then used for EVERY row count. A row's dot
+// own input row: one cuBLASLt kernel configuration (algorithm, tile, stages, split-K 1) is chosen
+// per (dtype, N, K, bias) once, at a fixed reference row count, and then used for EVERY row count (its workspace,
+// if any, sized for the largest row count checked; never split-K). A row's dot
 // products therefore run the same instructions in the same K order whether the call has 34 rows or 34,000, so
 // a series' result is bit-identical whatever other series share its call (the batch invariance Chronos-2's
 // server merging relies on), with one launch per linear layer instead of one per series.
@@ -25,8 +26,12 @@ at::Tensor rows_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
 // tile, stages, split-K. For tests and benchmarks.
 std::string rows_gemm_config(const at::Tensor& w, bool bias);
 
-// Whether series_linear's CUDA path uses rows_gemm (one launch over all rows) instead of one GEMM per series:
-// CN_ROWS_GEMM=1 in the environment, read once. Off by default until measured on every supported GPU.
-bool rows_gemm_enabled();
+// Whether series_linear's CUDA path uses rows_gemm (one launch over all rows) instead of one GEMM per series, for
+// weights of this dtype. Default: bf16/f16 yes, f32 no (measured on an H100, docs/benchmarks.md: bf16 is as fast
+// at one series and 4-9x faster from 16 series up; f32's exact (non-tensor-core) configurations are 4x slower than
+// per-series cuBLAS at one series, faster from 16 up). CN_ROWS_GEMM=1 turns it on for every dtype, CN_ROWS_GEMM=0
+// off for every dtype (read once). Either way a series' result does not depend on its batch; the setting is part
+// of the arithmetic (it changes the last bits).
+bool rows_gemm_enabled(at::ScalarType dtype);
 
 }  // namespace cn::kernels

@@ -60,7 +60,7 @@ at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const
     if (!x.is_cpu()) {
 #ifdef CN_WITH_CUDA
         // One launch over every row of every series, batch-invariant by its fixed configuration (rows_gemm.h).
-        if (rows_gemm_enabled()) return rows_gemm(x, w, b);
+        if (rows_gemm_enabled(x.scalar_type())) return rows_gemm(x, w, b);
 #endif
         for (int64_t i = 0; i < n; ++i) gemm_into(out.select(dim, i), x.select(dim, i), wt, b);
         return out;

@@ -1,8 +1,9 @@
 // GPU (ctest label "gpu"): batch invariance of Chronos-2 on CUDA, in every mode and dtype. One series is placed at
 // the first, a middle and the last position of calls of B = 1, 2, 63, 64, 65 and 1000 univariate series (the
 // others random walks of the same length); its quantiles must be bit-identical to the B = 1 call's. The server
-// merges requests on this guarantee. ctest runs it twice: with the default per-series GEMMs and with
-// CN_ROWS_GEMM=1 (one launch over all rows: kernels/rows_gemm.h). Skips cleanly without a CUDA device.
+// merges requests on this guarantee. ctest runs it three times: with the default GEMMs (bf16: one launch over all
+// rows, kernels/rows_gemm.h; f32: one per series), with CN_ROWS_GEMM=1 (one launch for every dtype) and with
+// CN_ROWS_GEMM=0 (one per series for every dtype). Skips cleanly without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,7 +51,8 @@ std::vector<float> forecast_at(cn_model* m, const std::vector<float>& target, si
     cn_error_free(err);
     cn_forecast_request_free(r);
     const size_t per = shape.n_values / batch;
-    return std::vector<float>(out.begin() + static_cast<std::ptrdiff_t>(pos * per), out.begin() + static_cast<std::ptrdiff_t>((pos + 1) * per));
+    return std::vector<float>(out.begin() + static_cast<std::ptrdiff_t>(pos * per),
+                              out.begin() + static_cast<std::ptrdiff_t>((pos + 1) * per));
 }
 
 TEST(Chronos2BatchGpu, ASeriesIsBitIdenticalWhateverItsCall) {
