@@ -153,7 +153,7 @@ type ErrorResponse struct {
 }
 
 // Error says what went wrong; Code is one of invalid_argument, body_too_large, unsupported,
-// unauthorized, not_found, overloaded, cancelled, deadline_exceeded, unavailable, internal.
+// unauthorized, not_found, method_not_allowed, overloaded, cancelled, deadline_exceeded, unavailable, internal.
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/cutenative/cutenative/go/api"
@@ -15,6 +17,7 @@ type apiError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	cause   error  // for the log: why a 5xx happened (never sent)
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -36,7 +39,7 @@ func fromError(err error) *apiError {
 	case errors.Is(err, context.Canceled), errors.Is(err, cutenative.ErrCancelled):
 		return &apiError{Status: 499, Code: "cancelled", Message: "the request was cancelled"}
 	case errors.Is(err, errShuttingDown), errors.Is(err, cutenative.ErrClosed):
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the server is shutting down"}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the server is shutting down", cause: err}
 	}
 	var ce *cutenative.Error
 	if errors.As(err, &ce) {
@@ -46,21 +49,40 @@ func fromError(err error) *apiError {
 		case cutenative.StatusUnsupported:
 			return &apiError{Status: http.StatusBadRequest, Code: "unsupported", Message: ce.Message}
 		case cutenative.StatusOutOfDeviceMemory, cutenative.StatusOutOfHostMemory, cutenative.StatusBusy:
-			return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: ce.Message}
+			return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: ce.Message, cause: err}
 		}
 	}
-	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", cause: err}
+}
+
+// logCause is what the access log says about a 5xx answer: the underlying error, else the answer itself.
+func (e *apiError) logCause() error {
+	if e.cause != nil {
+		return e.cause
+	}
+	return e
+}
+
+// encodeJSON encodes v as one line without HTML escaping (">=" stays ">=", not "\u003e=").
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode ends the line with '\n'
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // writeJSON encodes v before anything is sent: a value that cannot be encoded (NaN in a forecast, say) is a
 // logged 500 with a JSON body, never a 200 with an empty one.
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) *apiError {
-	body, err := json.Marshal(v)
+	body, err := encodeJSON(v)
 	if err != nil {
-		s.logger().Error("cannot encode the response", "status", status, "error", err)
-		return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "the response could not be encoded"}
+		return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "the response could not be encoded",
+			cause: fmt.Errorf("encoding the %d response: %w", status, err)}
 	}
-	writeBody(w, status, append(body, '\n'))
+	writeBody(w, status, body)
 	return nil
 }
 
@@ -72,13 +94,17 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 
 // writeJSONStatic writes small fixed bodies (health answers, error bodies) that always encode.
 func writeJSONStatic(w http.ResponseWriter, status int, v any) {
-	body, _ := json.Marshal(v)
-	writeBody(w, status, append(body, '\n'))
+	body, _ := encodeJSON(v)
+	writeBody(w, status, body)
+}
+
+func errorBody(e *apiError) api.ErrorResponse {
+	return api.ErrorResponse{Error: api.Error{Code: e.Code, Message: e.Message}}
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSONStatic(w, e.Status, api.ErrorResponse{Error: api.Error{Code: e.Code, Message: e.Message}})
+	writeJSONStatic(w, e.Status, errorBody(e))
 }

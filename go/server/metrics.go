@@ -1,13 +1,19 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/cutenative/cutenative/go/lora"
 )
@@ -75,6 +81,40 @@ type metrics struct {
 	loraRouteSeconds          *histogram
 	loraSelected, loraNoMatch atomic.Uint64
 	loras                     func() *lora.Registry // the catalog's stats; nil func or registry: none
+
+	buildLabels string    // cutenative_build_info's labels
+	started     time.Time // process_start_time_seconds (the server's creation: close enough, and testable)
+
+	models map[string]*modelMetrics // per configured model, registered by Load
+}
+
+// modelMetrics are one model's series, labelled model.
+type modelMetrics struct {
+	info     string            // cutenative_model_info's labels
+	requests map[string]uint64 // status class ("2xx", "4xx", "5xx") -> requests (under metrics.mu)
+	series   uint64            // series in requests answered 2xx (under metrics.mu)
+}
+
+// model registers a loaded model's info labels.
+func (m *metrics) model(name, kind, device, dtype, mode string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.models[name] = &modelMetrics{info: fmt.Sprintf("model=%q,kind=%q,device=%q,dtype=%q,mode=%q", name, kind, device, dtype, mode),
+		requests: map[string]uint64{}}
+}
+
+// countModel records a request answered for a configured model: its status class and, for a 2xx, its series.
+func (m *metrics) countModel(name string, status, series int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mm := m.models[name]
+	if mm == nil {
+		return
+	}
+	mm.requests[strconv.Itoa(status/100)+"xx"]++
+	if status/100 == 2 && series > 0 {
+		mm.series += uint64(series)
+	}
 }
 
 // latencyBuckets are the bounds of every latency histogram, in seconds.
@@ -128,8 +168,13 @@ func (m *metrics) queued() int64 {
 
 func newMetrics() *metrics {
 	lat := latencyBuckets
+	lib := Library()
 	return &metrics{
-		requests:         map[[2]string]uint64{},
+		requests: map[[2]string]uint64{},
+		models:   map[string]*modelMetrics{},
+		started:  time.Now(),
+		buildLabels: fmt.Sprintf("version=%q,library_version=%q,go_version=%q,torch_version=%q", BinaryVersion(), lib.Version,
+			runtime.Version(), lib.Torch),
 		loraEmbedSeconds: newHistogram(lat...),
 		loraRouteSeconds: newHistogram(0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1),
 	}
@@ -150,7 +195,29 @@ func (m *metrics) count(endpoint, outcome string) uint64 {
 }
 
 func (m *metrics) write(w io.Writer) {
+	fmt.Fprintf(w, "# HELP cutenative_build_info The server's version, the library's (cn_version), Go's and torch's.\n# TYPE cutenative_build_info gauge\ncutenative_build_info{%s} 1\n", m.buildLabels)
+	m.writeProcess(w)
 	m.mu.Lock()
+	names := make([]string, 0, len(m.models))
+	for n := range m.models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "# HELP cutenative_model_info The models served: kind, device, dtype and mode.\n# TYPE cutenative_model_info gauge\n")
+	for _, n := range names {
+		fmt.Fprintf(w, "cutenative_model_info{%s} 1\n", m.models[n].info)
+	}
+	fmt.Fprintf(w, "# HELP cutenative_model_requests_total Requests naming a configured model (or using the default), by status class.\n# TYPE cutenative_model_requests_total counter\n")
+	for _, n := range names {
+		mm := m.models[n]
+		for _, class := range []string{"2xx", "4xx", "5xx"} {
+			fmt.Fprintf(w, "cutenative_model_requests_total{model=%q,status=%q} %d\n", n, class, mm.requests[class])
+		}
+	}
+	fmt.Fprintf(w, "# HELP cutenative_model_series_total Series forecast per model (requests answered 2xx).\n# TYPE cutenative_model_series_total counter\n")
+	for _, n := range names {
+		fmt.Fprintf(w, "cutenative_model_series_total{model=%q} %d\n", n, m.models[n].series)
+	}
 	keys := make([][2]string, 0, len(m.requests))
 	for k := range m.requests {
 		keys = append(keys, k)
@@ -201,4 +268,31 @@ func (m *metrics) write(w io.Writer) {
 	fmt.Fprintf(w, "# HELP cutenative_lora_catalog_entries LoRAs in the catalog in service.\n# TYPE cutenative_lora_catalog_entries gauge\ncutenative_lora_catalog_entries %d\n", st.Entries)
 	fmt.Fprintf(w, "# HELP cutenative_lora_catalog_loads_total Catalog loads, by outcome (a failed reload keeps the previous catalog).\n# TYPE cutenative_lora_catalog_loads_total counter\n")
 	fmt.Fprintf(w, "cutenative_lora_catalog_loads_total{outcome=\"error\"} %d\ncutenative_lora_catalog_loads_total{outcome=\"ok\"} %d\n", st.Failures, st.Reloads)
+}
+
+// writeProcess writes the process metrics under their usual Prometheus names; those read from /proc are left
+// out where it cannot be read.
+func (m *metrics) writeProcess(w io.Writer) {
+	fmt.Fprintf(w, "# HELP process_start_time_seconds Start time of the process since the Unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %s\n",
+		strconv.FormatFloat(float64(m.started.UnixMilli())/1000, 'f', 3, 64))
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		cpu := float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+		fmt.Fprintf(w, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", cpu)
+	}
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := bytes.Fields(b); len(f) >= 2 {
+			page := int64(os.Getpagesize())
+			vsz, err1 := strconv.ParseInt(string(f[0]), 10, 64)
+			rss, err2 := strconv.ParseInt(string(f[1]), 10, 64)
+			if err1 == nil && err2 == nil {
+				fmt.Fprintf(w, "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %d\n", vsz*page)
+				fmt.Fprintf(w, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %d\n", rss*page)
+			}
+		}
+	}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		fmt.Fprintf(w, "# HELP process_open_fds Number of open file descriptors.\n# TYPE process_open_fds gauge\nprocess_open_fds %d\n", len(ents))
+	}
+	fmt.Fprintf(w, "# HELP go_goroutines Number of goroutines that currently exist.\n# TYPE go_goroutines gauge\ngo_goroutines %d\n", runtime.NumGoroutine())
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -121,6 +122,7 @@ func (s *Server) Load() error {
 			queue: newJobQueue(name, "short", s.cfg.QueueSize, s.metrics),
 			long:  newJobQueue(name, "long", s.cfg.LongQueue, s.metrics),
 			merge: &mergeForecasts{forecast: m.Forecast, maxSeries: s.cfg.MaxBatch, wait: s.cfg.MaxWait}}
+		s.metrics.model(name, info.Kind, info.Device, info.DType, info.Mode)
 		s.mu.Lock()
 		s.models[name] = lm
 		s.mu.Unlock()
@@ -183,13 +185,14 @@ func (s *Server) routes() []route {
 	}
 }
 
-// Handler returns the HTTP routes.
+// Handler returns the HTTP routes behind the access log (accesslog.go): a request id, one log line per
+// request, JSON 404 and 405 answers.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range s.routes() {
 		mux.HandleFunc(r.method+" "+r.path, r.handler)
 	}
-	return mux
+	return s.serveLogged(mux)
 }
 
 // authed checks the bearer key (constant time, one answer for every failure) and counts the outcome.
@@ -202,6 +205,9 @@ func (s *Server) authed(endpoint string, h func(http.ResponseWriter, *http.Reque
 			return
 		}
 		if e := h(w, r); e != nil {
+			if e.Status >= 500 {
+				noteCause(r, e.logCause())
+			}
 			s.metrics.countRequest(endpoint, e.Code)
 			writeError(w, e)
 			return
@@ -296,6 +302,7 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 		return fromError(err)
 	}
 	m, e := s.model(req.Model)
+	noteModel(r, cmp.Or(req.Model, s.cfg.DefaultModel), e == nil, len(req.Series))
 	if e != nil {
 		return e
 	}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/cutenative/cutenative/go/cutenative"
+	"github.com/cutenative/cutenative/go/internal/settings"
 	"github.com/cutenative/cutenative/go/server"
 )
 
@@ -63,21 +64,33 @@ func unpackDefaultModel(dir string) error {
 	})
 }
 
-func main() { os.Exit(cli(os.Args[1:], os.LookupEnv, os.Stderr)) }
+func main() { os.Exit(cli(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)) }
 
-// cli reads the options and runs the server until SIGTERM or SIGINT has drained it. Exit status: 0; 2 when
-// the options are wrong (nothing is loaded); 1 when serving failed.
-func cli(args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+// cli reads the options and runs the server until SIGTERM or SIGINT has drained it. Exit status: 0 (also
+// after -h and -version); 2 when the options are wrong (nothing is loaded); 1 when serving failed.
+func cli(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	o, err := parseOptions(args, lookup)
 	if errors.Is(err, flag.ErrHelp) {
 		usage(stderr)
 		return 0
 	}
+	if err == nil && o.version {
+		fmt.Fprint(stdout, versionText())
+		return 0
+	}
+	if err == nil {
+		err = checkDeviceAvailable(o.device, cutenative.CUDADeviceCount())
+	}
 	if err != nil {
+		var pe *settings.PositionalError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%w; models are given with -models name=dir[,name=dir...]", err)
+		}
 		fmt.Fprintf(stderr, "cutenative-server: %v\n(cutenative-server -h lists every option)\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := newLogger(stderr, o.logLevel, o.logFormat)
+	slog.SetDefault(log)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	o.stop = stop
@@ -158,9 +171,10 @@ func run(log *slog.Logger, o options) error {
 		MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(dl) }() // liveness answers while models load
-	log.Info("listening", "addr", ln.Addr().String(), "models", dirs, "device", o.device, "dtype", o.dtype,
-		"auth", len(keys) > 0, "library", cutenative.BuildInfo(), "lora_catalog", o.lora.catalog,
-		"embed_model", o.lora.embedModel)
+	lib := server.Library()
+	log.Info("listening", "addr", ln.Addr().String(), "models", formatModels(dirs), "device", o.device, "dtype", o.dtype,
+		"mode", o.mode, "auth", len(keys) > 0, "version", server.BinaryVersion(), "library_version", lib.Version,
+		"library_build", lib.String(), "lora_catalog", o.lora.catalog, "embed_model", o.lora.embedModel)
 	if num := cutenative.CPUNumericsInfo(); num.BatchInvariant {
 		log.Info("cpu numerics", "batch_invariant", true, "thread_invariant", num.ThreadInvariant, "detail", num.Description)
 	} else {

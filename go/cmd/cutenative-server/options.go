@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +25,8 @@ type options struct {
 	threads                                       int
 	keysFile, apiKeys                             string // apiKeys: CUTENATIVE_API_KEYS (environment only)
 	maxConns                                      int
+	version                                       bool   // -version: print the versions and exit
+	logLevel, logFormat                           string // debug|info|warn|error, text|json
 	lora                                          loraOptions
 	cfg                                           server.Config // limits and queues; models, keys and LoRA fields are filled by run
 	listener                                      net.Listener  // nil: listen on the address
@@ -74,6 +79,12 @@ func optionTable() []settings.Setting[options] {
 		settings.Duration("lora-poll", "CUTENATIVE_LORA_POLL", time.Second, 0,
 			"how often the catalog file is checked for changes (0: never; SIGHUP reloads)",
 			func(o *options) *time.Duration { return &o.lora.poll }),
+		str("log-level", "CUTENATIVE_LOG_LEVEL", "info", "", "debug, info, warn or error (info: one access-log line per request)",
+			settings.OneOf("debug", "info", "warn", "error"), func(o *options) *string { return &o.logLevel }),
+		str("log-format", "CUTENATIVE_LOG_FORMAT", "text", "", "text (key=value) or json (one object per line)",
+			settings.OneOf("text", "json"), func(o *options) *string { return &o.logFormat }),
+		settings.Bool("version", "", false, "print the server's and the library's versions and exit",
+			func(o *options) *bool { return &o.version }),
 	}
 	table := append(head, settings.Lift(server.Settings(), func(o *options) *server.Config { return &o.cfg })...)
 	return append(table, tail...)
@@ -103,6 +114,40 @@ from either, stops the server before it loads anything (exit status 2).
 
 `)
 	settings.Usage(w, optionTable())
+}
+
+// checkDeviceAvailable refuses a CUDA device the library cannot see (count: cutenative.CUDADeviceCount()),
+// before any model is loaded.
+func checkDeviceAvailable(device string, count int) error {
+	if device == "cpu" {
+		return nil
+	}
+	n := 0
+	if i, ok := strings.CutPrefix(device, "cuda:"); ok {
+		n, _ = strconv.Atoi(i)
+	}
+	if n >= count {
+		return fmt.Errorf("-device %s: the library sees %d CUDA device(s) on this machine (a CPU-only build or no GPU sees 0); use -device cpu or cuda:0..cuda:%d",
+			device, count, count-1)
+	}
+	return nil
+}
+
+// newLogger makes the process's logger from -log-level and -log-format (values the table checked).
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// versionText is what -version prints: the server binary and the library it loaded.
+func versionText() string {
+	return fmt.Sprintf("cutenative-server %s (%s %s/%s)\n%s\n", server.BinaryVersion(), runtime.Version(), runtime.GOOS,
+		runtime.GOARCH, server.Library())
 }
 
 // check rejects half a configuration before anything is loaded.
@@ -136,6 +181,19 @@ func checkDevice(s string) error {
 		}
 	}
 	return errors.New("want cpu, cuda or cuda:N")
+}
+
+// formatModels writes name=dir pairs in name order (the start line's -models).
+func formatModels(dirs map[string]string) string {
+	names := make([]string, 0, len(dirs))
+	for n := range dirs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		names[i] = n + "=" + dirs[n]
+	}
+	return strings.Join(names, ",")
 }
 
 func parseModels(spec string) (map[string]string, error) {

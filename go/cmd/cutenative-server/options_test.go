@@ -54,6 +54,9 @@ var optionCases = map[string]optionCase{
 	"lora-catalog":      {func(o *options) any { return o.lora.catalog }, "c.json", "c.json", "", "", ""},
 	"embed-model":       {func(o *options) any { return o.lora.embedModel }, "dir", "dir", "", "", ""},
 	"lora-poll":         {func(o *options) any { return o.lora.poll }, "0s", time.Duration(0), time.Second, "-1s", "must be >= 0s"},
+	"log-level":         {func(o *options) any { return o.logLevel }, "debug", "debug", "info", "verbose", `want one of ["debug" "info" "warn" "error"]`},
+	"log-format":        {func(o *options) any { return o.logFormat }, "json", "json", "text", "logfmt", `want one of ["text" "json"]`},
+	"version":           {func(o *options) any { return o.version }, "true", true, false, "maybe", "want true or false"},
 }
 
 // Every setting of the table: its default, its flag, its environment variable, the flag winning, a bad value
@@ -83,31 +86,40 @@ func TestOptionTable(t *testing.T) {
 			if err != nil || tc.get(&o) != tc.def {
 				t.Fatalf("default: %v (%T) %v, want %v (%T)", tc.get(&o), tc.get(&o), err, tc.def, tc.def)
 			}
-			if o, err := load(nil, s.Env, tc.good); err != nil || tc.get(&o) != tc.want {
+			if o, err := load(nil, s.Env, tc.good); s.Env != "" && (err != nil || tc.get(&o) != tc.want) {
 				t.Fatalf("%s=%s: %v %v, want %v", s.Env, tc.good, tc.get(&o), err, tc.want)
 			}
 			flagName := "-" + s.Name
+			flagArgs := func(v string) []string { // a bool flag's value is joined to it (-version=true)
+				if s.Bool {
+					return []string{flagName + "=" + v}
+				}
+				return []string{flagName, v}
+			}
 			if s.Where == settings.EnvOnly {
-				if _, err := load([]string{flagName, tc.good}); err == nil {
+				if _, err := load(flagArgs(tc.good)); err == nil {
 					t.Fatalf("%s: an environment-only setting took a flag", flagName)
 				}
 			} else {
-				if o, err := load([]string{flagName, tc.good}); err != nil || tc.get(&o) != tc.want {
+				if o, err := load(flagArgs(tc.good)); err != nil || tc.get(&o) != tc.want {
 					t.Fatalf("%s %s: %v %v, want %v", flagName, tc.good, tc.get(&o), err, tc.want)
 				}
-				if o, err := load([]string{flagName, tc.good}, s.Env, s.Default); err != nil || tc.get(&o) != tc.want {
+				if o, err := load(flagArgs(tc.good), s.Env, s.Default); err != nil || tc.get(&o) != tc.want {
 					t.Fatalf("the flag does not win over %s: %v %v", s.Env, tc.get(&o), err)
 				}
 			}
 			if tc.bad != "" {
-				sources := [][2]string{{s.Env, ""}}
+				var sources [][2]string
+				if s.Env != "" {
+					sources = append(sources, [2]string{s.Env, ""})
+				}
 				if s.Where != settings.EnvOnly {
 					sources = append(sources, [2]string{flagName, "flag"})
 				}
 				for _, src := range sources {
 					var err error
 					if src[1] == "flag" {
-						_, err = load([]string{flagName, tc.bad}, s.Env, tc.good)
+						_, err = load(flagArgs(tc.bad), s.Env, tc.good)
 					} else {
 						_, err = load(nil, s.Env, tc.bad)
 					}
@@ -125,6 +137,9 @@ func TestOptionTable(t *testing.T) {
 				def = "none"
 			}
 			head := flagName + ", " + s.Env
+			if s.Env == "" {
+				head = flagName
+			}
 			if s.Where == settings.EnvOnly {
 				head = s.Env + ", environment only"
 			}
@@ -140,6 +155,10 @@ func TestOptionTable(t *testing.T) {
 	}
 }
 
+// notYetInREADME are options added on the h/ops branch, documented by the README's own change: delete the
+// list when the branches meet.
+var notYetInREADME = map[string]bool{"version": true, "log-level": true, "log-format": true}
+
 // The README's option table names every flag and variable of the table.
 func TestREADMENamesEveryOption(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
@@ -150,7 +169,11 @@ func TestREADMENamesEveryOption(t *testing.T) {
 		if s.Where == settings.CodeOnly {
 			continue
 		}
-		if (s.Where != settings.EnvOnly && !bytes.Contains(b, []byte("`-"+s.Name+"`"))) || !bytes.Contains(b, []byte("`"+s.Env+"`")) {
+		if notYetInREADME[s.Name] {
+			t.Logf("-%s: not yet in README.md (its helper documents it)", s.Name)
+			continue
+		}
+		if (s.Where != settings.EnvOnly && !bytes.Contains(b, []byte("`-"+s.Name+"`"))) || (s.Env != "" && !bytes.Contains(b, []byte("`"+s.Env+"`"))) {
 			t.Errorf("README.md does not document -%s / %s", s.Name, s.Env)
 		}
 	}
@@ -174,7 +197,7 @@ func TestCLIRefusesBadOptions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var out bytes.Buffer
-		if code := cli(tc.args, lookupIn(tc.env...), &out); code != tc.code || !strings.Contains(out.String(), tc.want) {
+		if code := cli(tc.args, lookupIn(tc.env...), &out, &out); code != tc.code || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%v %v: exit %d, %q; want %d, %q", tc.args, tc.env, code, out.String(), tc.code, tc.want)
 		}
 	}

@@ -33,6 +33,17 @@ func (e *Error) Error() string {
 // Unwrap gives ErrInvalid and the reason.
 func (e *Error) Unwrap() []error { return []error{ErrInvalid, e.Err} }
 
+// PositionalError is the arguments left after the flags: the programs take none.
+type PositionalError struct{ Args []string }
+
+func (e *PositionalError) Error() string {
+	what := "argument"
+	if len(e.Args) > 1 {
+		what = "arguments"
+	}
+	return fmt.Sprintf("unexpected %s %q (every option is a flag)", what, e.Args)
+}
+
 // Where says how a setting is given.
 type Where int
 
@@ -50,6 +61,7 @@ type Setting[T any] struct {
 	Default string // the value when none is given, as text (parsed like any other value)
 	Unset   string // what an empty Default means, for -h ("the embedded default model"); "" shows "none"
 	Help    string
+	Bool    bool // a flag that takes no value (-version; -version=false also works)
 	// Parse parses and checks text and stores the value in dst.
 	Parse func(dst *T, text string) error
 	// Complete, when set, checks the value a program left in dst; a zero value takes the default where zero
@@ -129,6 +141,19 @@ func String[T any](name, env, def, help string, check func(string) error, field 
 		}}
 }
 
+// Bool is a true/false setting; its flag needs no value ("-version" sets it).
+func Bool[T any](name, env string, def bool, help string, field func(*T) *bool) Setting[T] {
+	return Setting[T]{Name: name, Env: env, Default: strconv.FormatBool(def), Help: help, Bool: true,
+		Parse: func(dst *T, text string) error {
+			b, err := strconv.ParseBool(text)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			*field(dst) = b
+			return nil
+		}}
+}
+
 // OneOf is a String check accepting exactly the given values.
 func OneOf(values ...string) func(string) error {
 	return func(s string) error {
@@ -146,7 +171,7 @@ func Lift[T, U any](table []Setting[U], field func(*T) *U) []Setting[T] {
 	out := make([]Setting[T], len(table))
 	for i, s := range table {
 		out[i] = Setting[T]{Name: s.Name, Env: s.Env, Where: s.Where, Default: s.Default, Unset: s.Unset, Help: s.Help,
-			Parse: func(dst *T, text string) error { return s.Parse(field(dst), text) }}
+			Bool: s.Bool, Parse: func(dst *T, text string) error { return s.Parse(field(dst), text) }}
 		if s.Complete != nil {
 			out[i].Complete = func(dst *T) error { return s.Complete(field(dst)) }
 		}
@@ -214,13 +239,18 @@ func Load[T any](program string, table []Setting[T], dst *T, args []string, look
 		if s.Where != FlagAndEnv {
 			continue
 		}
-		fs.Func(s.Name, s.Help, func(v string) error {
+		set := func(v string) error {
 			if err := s.Parse(dst, v); err != nil {
 				bad = &Error{Source: "-" + s.Name, Value: v, Err: err}
 				return err
 			}
 			return nil
-		})
+		}
+		if s.Bool {
+			fs.BoolFunc(s.Name, s.Help, set)
+		} else {
+			fs.Func(s.Name, s.Help, set)
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if bad != nil {
@@ -229,7 +259,7 @@ func Load[T any](program string, table []Setting[T], dst *T, args []string, look
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (every option is a flag)", fs.Arg(0))
+		return &PositionalError{Args: fs.Args()}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ type opts struct {
 	Wait   time.Duration
 	Mode   string
 	Secret string
+	Loud   bool
 	Inner  inner
 }
 
@@ -32,6 +33,7 @@ func table() []Setting[opts] {
 		Duration("wait", "T_WAIT", 2*time.Millisecond, 0, "a wait", func(o *opts) *time.Duration { return &o.Wait }),
 		String("mode", "T_MODE", "eager", "a mode", OneOf("eager", "graph"), func(o *opts) *string { return &o.Mode }),
 		secret,
+		Bool("loud", "T_LOUD", false, "be loud", func(o *opts) *bool { return &o.Loud }),
 	}, Lift(innerTable, func(o *opts) *inner { return &o.Inner })...)
 }
 
@@ -69,7 +71,15 @@ func TestLoad(t *testing.T) {
 		{name: "bad flag", args: []string{"-mode", "turbo"}, env: env(), err: `invalid value "turbo" for -mode: want one of`},
 		{name: "flag of a lifted table", args: []string{"-limit", "-1"}, env: env(), err: `invalid value "-1" for -limit: must be >= 1`},
 		{name: "environment-only setting has no flag", args: []string{"-secret", "k"}, env: env(), err: "not defined: -secret"},
-		{name: "positional argument", args: []string{"extra"}, env: env(), err: `unexpected argument "extra"`},
+		{name: "a bool flag takes no value", args: []string{"-loud", "-count", "3"}, env: env(),
+			edit: func(o *opts) { o.Loud, o.Count = true, 3 }},
+		{name: "a bool flag set false", args: []string{"-loud=false"}, env: env("T_LOUD", "true")},
+		{name: "bool environment", env: env("T_LOUD", "1"), edit: func(o *opts) { o.Loud = true }},
+		{name: "bad bool environment", env: env("T_LOUD", "yes please"), err: `invalid value "yes please" for T_LOUD: want true or false`},
+		{name: "bad bool flag", args: []string{"-loud=maybe"}, env: env(), err: `invalid value "maybe" for -loud: want true or false`},
+		{name: "positional argument", args: []string{"extra"}, env: env(), err: `unexpected argument ["extra"] (every option is a flag)`},
+		{name: "positional arguments", args: []string{"-count", "3", "a", "-wait", "1s"}, env: env(),
+			err: `unexpected arguments ["a" "-wait" "1s"]`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
