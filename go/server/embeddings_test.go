@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
@@ -207,4 +208,63 @@ func TestEmbeddingsMiniLMEqualModelEmbed(t *testing.T) {
 	if e.ID != "all-MiniLM-L6-v2" || e.Kind != "embedding" || e.EmbeddingDim != 384 || e.MaxTokens <= 0 || e.Parameters == 0 {
 		t.Fatalf("entry %+v", e)
 	}
+}
+
+// blockingEmbedder blocks until its context ends (the catalog load's embeddings pass through).
+type blockingEmbedder struct {
+	wordEmbedder
+	block chan struct{}
+}
+
+func (e blockingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	select {
+	case <-e.block:
+		return e.wordEmbedder.Embed(ctx, texts)
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// An embedding that outlasts the server's timeout is a 504; the slot is given back.
+func TestEmbeddingsDeadline(t *testing.T) {
+	open := make(chan struct{})
+	close(open)
+	emb := &blockingEmbedder{wordEmbedder: wordEmbedder{dim: 128}, block: open}
+	ts := startLoRA(t, Config{Embedder: emb, Timeout: 100 * time.Millisecond})
+	emb.block = make(chan struct{}) // from now on every embedding blocks
+	code, b := ts.embeddings(t, `{"input": ["a", "b"]}`)
+	if e := errorOf(t, b); code != 504 || e.Code != "deadline_exceeded" {
+		t.Fatalf("%d %s", code, b)
+	}
+	if n := len(ts.loraSlots); n != 0 {
+		t.Fatalf("%d slots held", n)
+	}
+}
+
+// FuzzParseEmbeddingInput: the input parser never panics, refuses only with 400s, and what it accepts is
+// within every limit.
+func FuzzParseEmbeddingInput(f *testing.F) {
+	for _, s := range []string{`"a"`, `["a", "b"]`, `[]`, `[1]`, `[["a"]]`, `""`, `null`, `{"a": 1}`, `["a",`, `"\u0000"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		texts, e := parseEmbeddingInput(raw)
+		if e != nil {
+			if e.Status != 400 {
+				t.Fatalf("%q: %+v", raw, e)
+			}
+			return
+		}
+		total := 0
+		for _, s := range texts {
+			if s == "" || len(s) > maxEmbedInputBytes {
+				t.Fatalf("%q: accepted %q", raw, s)
+			}
+			total += len(s)
+		}
+		if len(texts) == 0 || len(texts) > maxEmbedInputs || total > maxEmbedTotalBytes {
+			t.Fatalf("%q: accepted %d texts, %d bytes", raw, len(texts), total)
+		}
+	})
 }
