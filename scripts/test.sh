@@ -21,6 +21,8 @@ export CN_MINILM_DIR CN_REQUIRE_MINILM=1
 # Likewise the Z-Image tokenizer tests on the real Qwen3 tokenizer files.
 CN_QWEN_TOKENIZER_DIR="$(cn_qwen_tokenizer_dir)"
 export CN_QWEN_TOKENIZER_DIR CN_REQUIRE_QWEN_TOKENIZER=1
+# And the OpenAPI document's validation by openapi-spec-validator (setup.sh installs it into $CN_VENV).
+export CN_VENV CN_REQUIRE_OPENAPI_VALIDATOR=1
 echo "== cpu"
 # The processor and the numerics path the tests run on (results must not depend on them; see docs/architecture.md).
 grep -m1 "model name" /proc/cpuinfo 2>/dev/null || true

@@ -1,6 +1,16 @@
 // Package api holds the JSON wire types of cutenative-server's HTTP API (documented in
-// go/server/openapi.json), shared by the server and Go clients. Types only: no behaviour, no cgo.
+// go/server/openapi.json), shared by the server and Go clients. Types only (their JSON encodings the one
+// behaviour), no cgo.
 package api
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+)
 
 // ForecastRequest is the body of POST /v1/forecast.
 type ForecastRequest struct {
@@ -94,15 +104,23 @@ type BarSamples struct {
 	Amount [][]float32 `json:"amount,omitempty"`
 }
 
-// ModelList is the body of GET /v1/models.
+// ModelList is the body of GET /v1/models, in the shape of OpenAI's model list: Object is "list".
 type ModelList struct {
-	Models []ModelInfo `json:"models"`
+	Object string      `json:"object"`
+	Data   []ModelInfo `json:"data"`
 }
 
-// ModelInfo describes one served model.
+// ModelInfo describes one served model: the OpenAI fields (ID, Object "model", Created, OwnedBy
+// "cutenative"), then cutenative's own. The forecasters come first, by name, then the embedding model
+// (Kind "embedding") when the server has one.
 type ModelInfo struct {
-	Name          string    `json:"name"`
-	Kind          string    `json:"kind"`
+	ID      string `json:"id"`       // the name requests use
+	Object  string `json:"object"`   // "model"
+	Created int64  `json:"created"`  // Unix time (seconds) at which the server loaded the model
+	OwnedBy string `json:"owned_by"` // "cutenative"
+
+	Name          string    `json:"name"` // the same as ID
+	Kind          string    `json:"kind"` // chronos2, kronos or embedding
 	Device        string    `json:"device"`
 	DType         string    `json:"dtype"`
 	Mode          string    `json:"mode"`
@@ -110,14 +128,112 @@ type ModelInfo struct {
 	ContextLength int64     `json:"context_length"`
 	NativeHorizon int64     `json:"native_horizon"`
 	MaxHorizon    int64     `json:"max_horizon"`
-	Quantiles     []float32 `json:"quantiles"` // Chronos-2's own levels; [] for Kronos
-	Default       bool      `json:"default"`
+	Quantiles     []float32 `json:"quantiles"` // Chronos-2's own levels; [] for Kronos and embedding models
+	Default       bool      `json:"default"`   // the forecaster a request naming no model gets
 
 	// Kronos: the series fields a task takes, in order (volume and amount optional), the default sampling
 	// and the most sample paths a request may ask for.
 	Channels       []string  `json:"channels,omitempty"`
 	Sampling       *Sampling `json:"sampling,omitempty"`
 	MaxSampleCount int       `json:"max_sample_count,omitempty"`
+
+	// Embedding models: the vectors' length and the tokens per text (longer texts are truncated).
+	EmbeddingDim int64 `json:"embedding_dim,omitempty"`
+	MaxTokens    int64 `json:"max_tokens,omitempty"`
+}
+
+// EmbeddingRequest is the body of POST /v1/embeddings (OpenAI's shape; token-array inputs are not taken).
+type EmbeddingRequest struct {
+	Input          EmbeddingInput `json:"input"`                     // one text or a list of texts
+	Model          string         `json:"model,omitempty"`           // "" or the embedding model's id
+	EncodingFormat string         `json:"encoding_format,omitempty"` // "float" (default) or "base64"
+	Dimensions     *int           `json:"dimensions,omitempty"`      // nil, or the model's embedding_dim
+	User           string         `json:"user,omitempty"`            // accepted and ignored
+}
+
+// EmbeddingInput is a list of texts; in JSON a string (one text) or an array of strings.
+type EmbeddingInput []string
+
+// UnmarshalJSON takes a JSON string or array of strings.
+func (in *EmbeddingInput) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*in = EmbeddingInput{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("input: expected a string or an array of strings")
+	}
+	*in = many
+	return nil
+}
+
+// EmbeddingResponse is the 200 body of POST /v1/embeddings: Object "list", one entry per input, in order.
+type EmbeddingResponse struct {
+	Object string          `json:"object"`
+	Data   []Embedding     `json:"data"`
+	Model  string          `json:"model"`
+	Usage  EmbeddingsUsage `json:"usage"`
+}
+
+// Embedding is one input's vector (Object "embedding").
+type Embedding struct {
+	Object    string          `json:"object"`
+	Index     int             `json:"index"`
+	Embedding EmbeddingVector `json:"embedding"`
+}
+
+// EmbeddingVector is an L2-normalised vector. In JSON it is an array of numbers (encoding_format "float",
+// each the shortest decimal that reads back as the same float32) or a base64 string of the float32 values,
+// little-endian (encoding_format "base64"); Base64 selects the second when marshalling, and unmarshalling
+// takes either.
+type EmbeddingVector struct {
+	Values []float32
+	Base64 bool
+}
+
+// MarshalJSON writes the array or the base64 string.
+func (v EmbeddingVector) MarshalJSON() ([]byte, error) {
+	if !v.Base64 {
+		if v.Values == nil {
+			return []byte("[]"), nil
+		}
+		return json.Marshal(v.Values)
+	}
+	raw := make([]byte, 4*len(v.Values))
+	for i, f := range v.Values {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+	}
+	return json.Marshal(base64.StdEncoding.EncodeToString(raw))
+}
+
+// UnmarshalJSON reads an array of numbers or a base64 string of little-endian float32 values.
+func (v *EmbeddingVector) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		raw, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return fmt.Errorf("embedding: %w", err)
+		}
+		if len(raw)%4 != 0 {
+			return fmt.Errorf("embedding: %d bytes, not a whole number of float32 values", len(raw))
+		}
+		v.Values, v.Base64 = make([]float32, len(raw)/4), true
+		for i := range v.Values {
+			v.Values[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		return nil
+	}
+	v.Base64 = false
+	return json.Unmarshal(b, &v.Values)
+}
+
+// EmbeddingsUsage is OpenAI's usage object. The library does not report token counts (cn_embed returns
+// vectors only), so both are 0: cutenative does not meter tokens.
+type EmbeddingsUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+	TotalTokens  int `json:"total_tokens"`
 }
 
 // LoRASearchRequest is the body of POST /v1/loras/search.
@@ -152,7 +268,7 @@ type ErrorResponse struct {
 	Error Error `json:"error"`
 }
 
-// Error says what went wrong; Code is one of invalid_argument, body_too_large, unsupported,
+// Error says what went wrong; Code is one of invalid_argument, body_too_large, request_timeout, unsupported,
 // unauthorized, not_found, method_not_allowed, overloaded, cancelled, deadline_exceeded, unavailable, internal.
 type Error struct {
 	Code    string `json:"code"`

@@ -41,10 +41,12 @@ type Config struct {
 	LongQueue int
 
 	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
-	LoRACatalog string        // catalog file (go/lora format); reload with LoRAs().Reload / Watch
-	EmbedModel  string        // sentence-embedding model directory, required with LoRACatalog
-	Embedder    lora.Embedder // optional: used instead of a model opened from EmbedModel
-	Logger      *slog.Logger  // catalog (re)load messages; nil: slog.Default()
+	LoRACatalog string // catalog file (go/lora format); reload with LoRAs().Reload / Watch
+	EmbedModel  string // sentence-embedding model directory, required with LoRACatalog
+	// The embedding model's id in /v1/models and POST /v1/embeddings; "": "embedding".
+	EmbedModelName string
+	Embedder       lora.Embedder // optional: used instead of a model opened from EmbedModel
+	Logger         *slog.Logger  // catalog (re)load messages; nil: slog.Default()
 }
 
 // configSettings is the one table of Config's limits and queues.

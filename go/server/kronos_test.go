@@ -440,10 +440,10 @@ func TestKronosModelsListing(t *testing.T) {
 	if err := json.Unmarshal([]byte(b), &list); err != nil {
 		t.Fatal(err)
 	}
-	if code != 200 || len(list.Models) != 2 {
+	if code != 200 || len(list.Data) != 2 {
 		t.Fatalf("models: %d %s", code, b)
 	}
-	k, c := list.Models[1], list.Models[0]
+	k, c := list.Data[1], list.Data[0]
 	if k.Name != "kronos" || k.Kind != "kronos" || k.MaxHorizon != 40 || k.ContextLength != 40 || k.Quantiles == nil ||
 		len(k.Quantiles) != 0 || strings.Join(k.Channels, ",") != "open,high,low,close,volume,amount" ||
 		k.Sampling == nil || *k.Sampling != kronosDefaults || k.MaxSampleCount != 4096 {

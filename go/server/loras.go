@@ -18,6 +18,8 @@ import (
 // f32 embeddings.
 func (s *Server) loadLoRAs(ctx context.Context) error {
 	emb := s.cfg.Embedder
+	entry := &api.ModelInfo{ID: s.embedModelName(), Object: "model", Created: time.Now().Unix(), OwnedBy: ownedBy,
+		Name: s.embedModelName(), Kind: "embedding", Quantiles: []float32{}}
 	if emb == nil {
 		m, err := cutenative.Open(s.cfg.EmbedModel, &cutenative.Options{Device: s.cfg.Open.Device, Threads: s.cfg.Open.Threads})
 		if err != nil {
@@ -33,6 +35,8 @@ func (s *Server) loadLoRAs(ctx context.Context) error {
 		}
 		s.embedModel = m
 		emb = m
+		entry.Device, entry.DType, entry.Mode, entry.Parameters = info.Device, info.DType, info.Mode, info.Parameters
+		entry.EmbeddingDim, entry.MaxTokens = info.EmbeddingDim, info.MaxTokens
 	}
 	log := s.cfg.Logger
 	if log == nil {
@@ -43,6 +47,10 @@ func (s *Server) loadLoRAs(ctx context.Context) error {
 		return err
 	}
 	s.loraEmb = emb
+	if entry.EmbeddingDim == 0 {
+		entry.EmbeddingDim = int64(reg.Router().Dim()) // a cfg.Embedder's vectors: the catalog's dimension
+	}
+	s.embedEntry.Store(entry)
 	s.loras.Store(reg)
 	return nil
 }

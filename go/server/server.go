@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
@@ -33,6 +34,7 @@ type loadedModel struct {
 	queue  *jobQueue       // short requests (forecasts merged when they can be): queue.go
 	long   *jobQueue       // requests above Config.LongCost, one at a time
 	merge  *mergeForecasts // the forecast endpoint's policy (merge.go)
+	loaded time.Time       // when Load opened it (/v1/models' created)
 }
 
 // Server serves the HTTP API over in-process models. Create with New, serve Handler(), stop with
@@ -49,9 +51,10 @@ type Server struct {
 
 	loras       atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
 	loraEmb     lora.Embedder
-	embedModel  *cutenative.Model // opened from cfg.EmbedModel; closed by Close
-	loraSlots   chan struct{}     // embeddings running at once
-	loraWaiting atomic.Int64      // searches admitted (running or waiting for a slot)
+	embedModel  *cutenative.Model             // opened from cfg.EmbedModel; closed by Close
+	loraSlots   chan struct{}                 // embeddings running at once
+	loraWaiting atomic.Int64                  // searches admitted (running or waiting for a slot)
+	embedEntry  atomic.Pointer[api.ModelInfo] // the embedding model's /v1/models entry; nil: none loaded
 }
 
 const (
@@ -118,7 +121,7 @@ func (s *Server) Load() error {
 			s.Close()
 			return fmt.Errorf("model %q: %w", name, err)
 		}
-		lm := &loadedModel{name: name, model: m, info: info, levels: levels,
+		lm := &loadedModel{name: name, model: m, info: info, levels: levels, loaded: time.Now(),
 			queue: newJobQueue(name, "short", s.cfg.QueueSize, s.metrics),
 			long:  newJobQueue(name, "long", s.cfg.LongQueue, s.metrics),
 			merge: &mergeForecasts{forecast: m.Forecast, maxSeries: s.cfg.MaxBatch, wait: s.cfg.MaxWait}}
@@ -169,6 +172,7 @@ func (s *Server) routes() []route {
 	return []route{
 		{"POST", "/v1/forecast", s.authed("forecast", s.handleForecast)},
 		{"GET", "/v1/models", s.authed("models", s.handleModels)},
+		{"POST", "/v1/embeddings", s.authed("embeddings", s.handleEmbeddings)},
 		{"POST", "/v1/loras/search", s.authed("lora_search", s.handleLoRASearch)},
 		{"GET", "/livez", func(w http.ResponseWriter, r *http.Request) {
 			writeJSONStatic(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -260,23 +264,6 @@ func (s *Server) model(name string) (*loadedModel, *apiError) {
 		return nil, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no model named %q", name)}
 	}
 	return m, nil
-}
-
-func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError {
-	s.mu.RLock()
-	out := make([]api.ModelInfo, 0, len(s.models))
-	for _, m := range s.models {
-		out = append(out, api.ModelInfo{Name: m.name, Kind: m.info.Kind, Device: m.info.Device, DType: m.info.DType,
-			Mode: m.info.Mode, Parameters: m.info.Parameters, ContextLength: m.info.ContextLength,
-			NativeHorizon: m.info.NativeHorizon, MaxHorizon: m.info.MaxHorizon, Quantiles: m.levels,
-			Default: m.name == s.cfg.DefaultModel})
-	}
-	s.mu.RUnlock()
-	for i := range out {
-		describeKronos(&out[i])
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return s.writeJSON(w, http.StatusOK, api.ModelList{Models: out})
 }
 
 // handleForecast: admission (a counter, before the body is read), then reading, decoding and validation

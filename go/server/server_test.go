@@ -504,7 +504,7 @@ func TestHealthModelsMetricsAndDrain(t *testing.T) {
 		t.Fatalf("readyz after load: %d", c)
 	}
 	c, b := get("/v1/models")
-	if c != 200 || !strings.Contains(b, `"name":"default"`) || !strings.Contains(b, `"kind":"chronos2"`) {
+	if c != 200 || !strings.Contains(b, `"object":"list"`) || !strings.Contains(b, `"id":"default"`) || !strings.Contains(b, `"kind":"chronos2"`) {
 		t.Fatalf("models: %d %s", c, b)
 	}
 	resp, _ := http.Post(h.URL+"/v1/forecast", "application/json", strings.NewReader(`{"horizon": 3, "series": [{"values": [1, 2, 3, 4]}]}`))
