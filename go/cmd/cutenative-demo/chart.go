@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
@@ -8,12 +9,23 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/gofont/goregular"
+	"golang.org/x/image/font/opentype"
+	"golang.org/x/image/math/fixed"
 )
 
 const (
 	chartWidth  = 1000
 	chartHeight = 500
-	textScale   = 2 // the 5x7 font drawn at 10x14 pixels
+
+	titleSize = 18 // pixels (the faces are made at 72 DPI, so points = pixels)
+	labelSize = 13 // tick labels, legend and axis names
+	pad       = 8  // margin at the canvas edges
+	tickGap   = 12 // minimum gap in pixels between neighbouring x tick labels
 )
 
 var (
@@ -21,6 +33,7 @@ var (
 	colGrid       = color.RGBA{232, 232, 232, 255}
 	colAxis       = color.RGBA{80, 80, 80, 255}
 	colText       = color.RGBA{60, 60, 60, 255}
+	colTitle      = color.RGBA{20, 20, 20, 255}
 	colHistory    = color.RGBA{30, 30, 30, 255}
 	colMedian     = color.RGBA{31, 119, 180, 255}
 	colBand       = color.NRGBA{31, 119, 180, 70} // translucent, blended over the grid
@@ -30,12 +43,108 @@ var (
 // chart is a fan chart: an observed history followed by a forecast with
 // its median and a lower/upper band.
 type chart struct {
+	Title                string    // drawn above the plot, e.g. the series name and the model; none if empty
+	XName, YName         string    // axis names; "time step" and "value" if empty
+	BandLow, BandHigh    float64   // quantile levels of Lower and Upper, named in the legend (0 = unknown)
 	Labels               []string  // x labels: one per history point, then one per forecast step
 	History              []float64 // observed values; NaN = missing
 	Lower, Median, Upper []float64 // forecast, one value per step
 }
 
-// render draws the chart on a width x height white canvas.
+// goRegular is the Go Regular font (golang.org/x/image/font/gofont, BSD licence), parsed once.
+var goRegular = sync.OnceValue(func() *opentype.Font {
+	f, err := opentype.Parse(goregular.TTF)
+	if err != nil {
+		panic("cutenative-demo: parsing Go Regular: " + err.Error())
+	}
+	return f
+})
+
+// newFace returns a Go Regular face of size pixels. Faces cache glyphs and
+// are not safe for concurrent use, so each render makes its own.
+func newFace(size float64) font.Face {
+	face, err := opentype.NewFace(goRegular(), &opentype.FaceOptions{Size: size, DPI: 72, Hinting: font.HintingFull})
+	if err != nil {
+		panic("cutenative-demo: making a face: " + err.Error())
+	}
+	return face
+}
+
+// textWidth is the advance width in pixels of s in face.
+func textWidth(face font.Face, s string) int {
+	return font.MeasureString(face, s).Ceil()
+}
+
+// lineHeight is the height in pixels of a line of face, ascent plus descent.
+func lineHeight(face font.Face) int {
+	m := face.Metrics()
+	return (m.Ascent + m.Descent).Ceil()
+}
+
+// drawText draws s in face with the top-left corner of its line box at (x, y).
+func drawText(img draw.Image, face font.Face, x, y int, s string, c color.Color) {
+	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: face,
+		Dot: fixed.Point26_6{X: fixed.I(x), Y: fixed.I(y) + face.Metrics().Ascent}}
+	d.DrawString(s)
+}
+
+// drawTextUp draws s rotated a quarter turn counter-clockwise (read from
+// bottom to top) with the top-left corner of its rotated box at (x, y).
+func drawTextUp(img *image.RGBA, face font.Face, x, y int, s string, c color.Color) {
+	w, h := textWidth(face, s), lineHeight(face)
+	flat := image.NewAlpha(image.Rect(0, 0, w, h))
+	drawText(flat, face, 0, 0, s, color.Opaque)
+	up := image.NewAlpha(image.Rect(0, 0, h, w))
+	for py := range h {
+		for px := range w {
+			up.SetAlpha(py, w-1-px, flat.AlphaAt(px, py))
+		}
+	}
+	draw.DrawMask(img, image.Rect(x, y, x+h, y+w), image.NewUniform(c), image.Point{}, up, image.Point{}, draw.Over)
+}
+
+// legendItem is one entry of the legend: a swatch and its name.
+type legendItem struct {
+	name   string
+	swatch func(img *image.RGBA, r image.Rectangle)
+}
+
+// legend is the chart's legend: the history, the median and the band,
+// those that the chart has.
+func (c chart) legend() []legendItem {
+	lineSwatch := func(col color.RGBA) func(*image.RGBA, image.Rectangle) {
+		return func(img *image.RGBA, r image.Rectangle) {
+			y := (r.Min.Y + r.Max.Y) / 2
+			hline(img, r.Min.X, r.Max.X-1, y-1, col)
+			hline(img, r.Min.X, r.Max.X-1, y, col)
+		}
+	}
+	var items []legendItem
+	if len(c.History) > 0 {
+		items = append(items, legendItem{"history", lineSwatch(colHistory)})
+	}
+	if len(c.Median) > 0 {
+		items = append(items, legendItem{"median (q0.5)", lineSwatch(colMedian)})
+	}
+	if len(c.Lower) > 0 && len(c.Upper) > 0 {
+		items = append(items, legendItem{bandName(c.BandLow, c.BandHigh), func(img *image.RGBA, r image.Rectangle) {
+			draw.Draw(img, r, image.NewUniform(colBand), image.Point{}, draw.Over)
+		}})
+	}
+	return items
+}
+
+// bandName names the band by its quantile levels, e.g. "q0.1–q0.9 band (80%)".
+func bandName(lo, hi float64) string {
+	if !(lo > 0 && hi < 1 && lo < hi) {
+		return "lower–upper band"
+	}
+	q := func(v float64) string { return "q" + strconv.FormatFloat(v, 'g', -1, 64) }
+	return fmt.Sprintf("%s–%s band (%s%%)", q(lo), q(hi), strconv.FormatFloat(math.Round((hi-lo)*1000)/10, 'g', -1, 64))
+}
+
+// render draws the chart on a width x height white canvas: the title, the
+// legend below it, the plot with its grid, tick labels and axis names.
 func (c chart) render(width, height int) *image.RGBA {
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	draw.Draw(img, img.Bounds(), image.NewUniform(colBackground), image.Point{}, draw.Src)
@@ -44,17 +153,31 @@ func (c chart) render(width, height int) *image.RGBA {
 	if n == 0 {
 		return img
 	}
+	titleFace, face := newFace(titleSize), newFace(labelSize)
+	lh := lineHeight(face)
+	xName, yName := orDefault(c.XName, "time step"), orDefault(c.YName, "value")
+
+	// Vertical layout: title, legend, plot, x tick labels, x axis name.
+	top := pad
+	titleTop := top
+	if c.Title != "" {
+		top += lineHeight(titleFace) + 4
+	}
+	legendTop := top
+	items := c.legend()
+	top += lh + 12
+	bottom := height - pad - lh - 6 - lh - 10 // x axis name, x tick labels
 
 	// Vertical scale and its tick labels, which size the left margin.
 	lo, hi := valueRange(c.History, c.Lower, c.Median, c.Upper)
-	yTicks, yStep := niceTicks(lo, hi, 6)
+	yTicks, yStep := yTickValues(lo, hi, bottom-top, lh)
 	yLabels := make([]string, len(yTicks))
 	labelW := 0
 	for i, v := range yTicks {
 		yLabels[i] = strconv.FormatFloat(v, 'f', decimals(yStep), 64)
-		labelW = max(labelW, textWidth(yLabels[i]))
+		labelW = max(labelW, textWidth(face, yLabels[i]))
 	}
-	plot := image.Rect(labelW+16, 20, width-24, height-36)
+	plot := image.Rect(pad+lh+8+labelW+8, top, width-24, bottom)
 	if plot.Dx() < 2 || plot.Dy() < 2 {
 		return img
 	}
@@ -68,25 +191,38 @@ func (c chart) render(width, height int) *image.RGBA {
 		return float64(plot.Max.Y-1) - (v-lo)/(hi-lo)*float64(plot.Dy()-1)
 	}
 
-	// Grid and tick labels.
+	// Title, centred over the plot (within the canvas), and the legend.
+	if c.Title != "" {
+		tw := textWidth(titleFace, c.Title)
+		tx := max(min((plot.Min.X+plot.Max.X-tw)/2, width-pad-tw), pad)
+		drawText(img, titleFace, tx, titleTop, c.Title, colTitle)
+	}
+	x := plot.Min.X
+	for _, it := range items {
+		it.swatch(img, image.Rect(x, legendTop+lh/2-5, x+24, legendTop+lh/2+5))
+		x += 24 + 6
+		drawText(img, face, x, legendTop, it.name, colText)
+		x += textWidth(face, it.name) + 20
+	}
+
+	// Grid, tick labels and axis names.
 	for i, v := range yTicks {
 		y := int(math.Round(yAt(v)))
 		hline(img, plot.Min.X, plot.Max.X-1, y, colGrid)
 		hline(img, plot.Min.X-5, plot.Min.X-1, y, colAxis)
-		drawText(img, plot.Min.X-8-textWidth(yLabels[i]), y-7*textScale/2, yLabels[i], colText)
+		drawText(img, face, plot.Min.X-8-textWidth(face, yLabels[i]), y-lh/2, yLabels[i], colText)
 	}
-	maxLabel := 1
-	for i := range n {
-		maxLabel = max(maxLabel, textWidth(c.xLabel(i)))
+	ticks := layoutXTicks(n, func(i int) int { return int(math.Round(xAt(float64(i)))) }, c.xLabel,
+		func(s string) int { return textWidth(face, s) }, 0, width, tickGap)
+	for _, t := range ticks {
+		vline(img, t.X, plot.Min.Y, plot.Max.Y-1, colGrid)
+		vline(img, t.X, plot.Max.Y, plot.Max.Y+4, colAxis)
+		drawText(img, face, t.Left, plot.Max.Y+10, t.Label, colText)
 	}
-	for _, i := range xTicks(n, max(1, plot.Dx()/(maxLabel+24))) {
-		x := int(math.Round(xAt(float64(i))))
-		vline(img, x, plot.Min.Y, plot.Max.Y-1, colGrid)
-		vline(img, x, plot.Max.Y, plot.Max.Y+4, colAxis)
-		s := c.xLabel(i)
-		tx := min(max(x-textWidth(s)/2, 0), width-textWidth(s))
-		drawText(img, tx, plot.Max.Y+10, s, colText)
-	}
+	xw := textWidth(face, xName)
+	drawText(img, face, max((plot.Min.X+plot.Max.X-xw)/2, 0), plot.Max.Y+10+lh+6, xName, colText)
+	yw := textWidth(face, yName)
+	drawTextUp(img, face, pad, max((plot.Min.Y+plot.Max.Y-yw)/2, 0), yName, colText)
 
 	// The forecast is anchored at the last observation, if there is one, so
 	// that the band and the median continue the history line.
@@ -118,6 +254,75 @@ func (c chart) render(width, height int) *image.RGBA {
 	hline(img, plot.Min.X, plot.Max.X-1, plot.Max.Y-1, colAxis)
 	vline(img, plot.Min.X, plot.Min.Y, plot.Max.Y-1, colAxis)
 	return img
+}
+
+// orDefault returns s, or def if s is blank.
+func orDefault(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
+// yTickValues returns round values within [lo, hi] (at most 6) whose rows,
+// on a plot span pixels high, are at least twice the label height lh apart.
+func yTickValues(lo, hi float64, span, lh int) ([]float64, float64) {
+	for target := 6; ; target-- {
+		ticks, step := niceTicks(lo, hi, target)
+		if target <= 1 || len(ticks) < 2 || step/(hi-lo)*float64(span) >= float64(2*lh) {
+			return ticks, step
+		}
+	}
+}
+
+// tick is one x-axis tick: the index of its point, its pixel column, and
+// its label with the label's left and right pixel edges.
+type tick struct {
+	Index, X    int
+	Label       string
+	Left, Right int
+}
+
+// xSteps are the tick spacings tried, smallest first: calendar-friendly
+// (months: 3, 6, 12, 24, ...) and round (5, 10, 20, 50, ...) numbers.
+var xSteps = []int{1, 2, 3, 4, 5, 6, 10, 12, 20, 24, 25, 36, 48, 50, 60, 100, 120}
+
+// layoutXTicks labels the points 0, k, 2k, ... below n with the smallest
+// step k of xSteps (then 200, 500, 1000, ...; n at the last) whose labels,
+// measured by width and centred on their points' columns xAt(i) but kept
+// within [minX, maxX], leave at least gap pixels between neighbours.
+func layoutXTicks(n int, xAt func(int) int, label func(int) string, width func(string) int, minX, maxX, gap int) []tick {
+	if n <= 0 {
+		return nil
+	}
+	place := func(k int) ([]tick, bool) {
+		var ticks []tick
+		for i := 0; i < n; i += k {
+			s := label(i)
+			x, w := xAt(i), width(s)
+			left := max(min(x-w/2, maxX-w), minX)
+			t := tick{Index: i, X: x, Label: s, Left: left, Right: left + w}
+			if len(ticks) > 0 && ticks[len(ticks)-1].Right+gap > t.Left {
+				return nil, false
+			}
+			ticks = append(ticks, t)
+		}
+		return ticks, true
+	}
+	steps := xSteps
+	for s := 200; s < n; s *= 10 {
+		steps = append(steps, s, s/2*5, s*5) // 200, 500, 1000, 2000, ...
+	}
+	for _, k := range steps {
+		if k >= n {
+			break
+		}
+		if ticks, ok := place(k); ok {
+			return ticks
+		}
+	}
+	ticks, _ := place(n) // the first point alone
+	return ticks
 }
 
 // xLabel is the tick label of point i: its label (shortened to a date if
@@ -195,23 +400,6 @@ func decimals(step float64) int {
 		return 0
 	}
 	return int(math.Ceil(-math.Log10(step) - 1e-9))
-}
-
-// xTicks picks indices 0, k, 2k, ... below n with at most maxTicks of them
-// and k a round number of steps (2, 3, 4, 6, 12, 24, ...).
-func xTicks(n, maxTicks int) []int {
-	k := (n + maxTicks - 1) / maxTicks
-	for _, s := range []int{1, 2, 3, 4, 6, 12, 24, 36, 48, 60, 120} {
-		if s >= k {
-			k = s
-			break
-		}
-	}
-	var ticks []int
-	for i := 0; i < n; i += k {
-		ticks = append(ticks, i)
-	}
-	return ticks
 }
 
 func hline(img *image.RGBA, x0, x1, y int, c color.RGBA) {
@@ -320,52 +508,4 @@ func sign(v int) int {
 		return -1
 	}
 	return 0
-}
-
-// font is a 5x7 bitmap font for tick labels: each row's low 5 bits, most
-// significant bit leftmost. Other characters are drawn as blanks.
-var font = map[rune][7]uint8{
-	'0': {0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E},
-	'1': {0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E},
-	'2': {0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F},
-	'3': {0x1F, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0E},
-	'4': {0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02},
-	'5': {0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E},
-	'6': {0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E},
-	'7': {0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08},
-	'8': {0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E},
-	'9': {0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C},
-	'-': {0x00, 0x00, 0x00, 0x1F, 0x00, 0x00, 0x00},
-	'+': {0x00, 0x04, 0x04, 0x1F, 0x04, 0x04, 0x00},
-	'.': {0x00, 0x00, 0x00, 0x00, 0x00, 0x0C, 0x0C},
-	':': {0x00, 0x0C, 0x0C, 0x00, 0x0C, 0x0C, 0x00},
-	'/': {0x01, 0x01, 0x02, 0x04, 0x08, 0x10, 0x10},
-	't': {0x08, 0x08, 0x1C, 0x08, 0x08, 0x09, 0x06},
-	'T': {0x1F, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},
-}
-
-// textWidth is the width in pixels of s drawn by drawText.
-func textWidth(s string) int {
-	n := len([]rune(s))
-	if n == 0 {
-		return 0
-	}
-	return (6*n - 1) * textScale
-}
-
-// drawText draws s with its top-left corner at (x, y).
-func drawText(img *image.RGBA, x, y int, s string, c color.RGBA) {
-	for _, r := range s {
-		for row, bits := range font[r] {
-			for col := range 5 {
-				if bits&(0x10>>col) == 0 {
-					continue
-				}
-				for py := y + row*textScale; py < y+(row+1)*textScale; py++ {
-					hline(img, x+col*textScale, x+(col+1)*textScale-1, py, c)
-				}
-			}
-		}
-		x += 6 * textScale
-	}
 }

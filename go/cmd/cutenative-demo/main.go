@@ -32,6 +32,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -95,17 +97,28 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "model %q, horizon %d\n", resp.Model, resp.Horizon)
 	writeTable(stdout, fc)
 	ch := chart{
-		Labels:  append(append([]string(nil), labels...), fc.Labels...),
-		History: values,
-		Lower:   fc.Lower,
-		Median:  fc.Median,
-		Upper:   fc.Upper,
+		Title:    fmt.Sprintf("%s: %d-step forecast by model %s", seriesName(*csvPath), resp.Horizon, resp.Model),
+		XName:    "time step",
+		YName:    "value",
+		BandLow:  0.1,
+		BandHigh: 0.9,
+		Labels:   append(append([]string(nil), labels...), fc.Labels...),
+		History:  values,
+		Lower:    fc.Lower,
+		Median:   fc.Median,
+		Upper:    fc.Upper,
 	}
 	if err := writePNG(*pngPath, ch.render(chartWidth, chartHeight)); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *pngPath)
 	return nil
+}
+
+// seriesName names the series in the chart's title: the CSV file's name
+// without its directory and extension.
+func seriesName(csvPath string) string {
+	return strings.TrimSuffix(filepath.Base(csvPath), filepath.Ext(csvPath))
 }
 
 // writeTable prints one row per forecast step: label, q0.1, median, q0.9.
