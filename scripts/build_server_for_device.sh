@@ -16,7 +16,7 @@ GO="$(cn_go)" || { echo "build_server_for_device.sh: no Go >= 1.22; run scripts/
 out="$CN_ROOT/.device/bin"
 mkdir -p "$out"
 export CGO_ENABLED=1
-export CGO_CFLAGS="-I$CN_ROOT/capi/include"
+export PKG_CONFIG_PATH="$libdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"  # its cutenative-uninstalled.pc (#cgo pkg-config)
 export CGO_LDFLAGS="-L$libdir -Wl,--enable-new-dtags,-rpath,\$ORIGIN/../../build-gpu"
 export GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod
 export GOCACHE="${GOCACHE:-$CN_CACHE/go-build}"

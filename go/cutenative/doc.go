@@ -1,9 +1,11 @@
 // Package cutenative binds libcutenative's C ABI (capi/include/cutenative.h) for Go, in process, through
 // cgo: no Python, no HTTP hop.
 //
-// Build: the header comes from the repository (capi/include); the library is found through CGO_LDFLAGS
-// (scripts/go.sh sets -L and an rpath to the CMake build directory) or, once installed, the system
-// linker path. At init the package checks the library's ABI version: a different major, or an older
+// Build: the header is the module's copy (include/cutenative.h, identical to the repository's
+// capi/include/cutenative.h); the library is found through pkg-config (`#cgo pkg-config: cutenative`): set
+// PKG_CONFIG_PATH to an installed prefix's lib/pkgconfig, or to a CMake build directory (its
+// cutenative-uninstalled.pc; scripts/go.sh does this and adds an rpath), and give the program an rpath or
+// install the library where the dynamic linker looks (docs/install.md). At init the package checks the library's ABI version: a different major, or an older
 // minor than this package was written for, makes Open fail with ErrIncompatible.
 //
 // Errors: every failing call returns an *Error carrying the library's status and message; match the

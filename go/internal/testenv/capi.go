@@ -4,8 +4,8 @@ package testenv
 // used in _test.go files). It shares no code with go/cutenative.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../capi/include
-#cgo LDFLAGS: -lcutenative
+#cgo CFLAGS: -I${SRCDIR}/../../cutenative/include
+#cgo pkg-config: cutenative
 #include <stdlib.h>
 #include <string.h>
 #include "cutenative.h"
