@@ -12,10 +12,10 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/gofont/goregular"
-	"golang.org/x/image/font/opentype"
-	"golang.org/x/image/math/fixed"
+	"github.com/cutenative/cutenative/go/internal/x/image/font"
+	"github.com/cutenative/cutenative/go/internal/x/image/font/gofont/goregular"
+	"github.com/cutenative/cutenative/go/internal/x/image/font/opentype"
+	"github.com/cutenative/cutenative/go/internal/x/image/math/fixed"
 )
 
 const (

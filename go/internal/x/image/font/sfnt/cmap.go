@@ -5,7 +5,7 @@
 package sfnt
 
 import (
-	"golang.org/x/text/encoding/charmap"
+	"github.com/cutenative/cutenative/go/internal/x/text/encoding/charmap"
 )
 
 // Platform IDs and Platform Specific IDs as per

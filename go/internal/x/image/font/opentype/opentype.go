@@ -9,17 +9,17 @@
 // implementing the golang.org/x/image/font.Face interface.
 //
 // The sibling golang.org/x/image/font/sfnt package provides a low-level API.
-package opentype // import "golang.org/x/image/font/opentype"
+package opentype
 
 import (
 	"image"
 	"image/draw"
 	"io"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/sfnt"
-	"golang.org/x/image/math/fixed"
-	"golang.org/x/image/vector"
+	"github.com/cutenative/cutenative/go/internal/x/image/font"
+	"github.com/cutenative/cutenative/go/internal/x/image/font/sfnt"
+	"github.com/cutenative/cutenative/go/internal/x/image/math/fixed"
+	"github.com/cutenative/cutenative/go/internal/x/image/vector"
 )
 
 // ParseCollection parses an OpenType font collection, such as TTC or OTC data,

@@ -6,9 +6,9 @@
 package internal
 
 import (
-	"golang.org/x/text/encoding"
-	"golang.org/x/text/encoding/internal/identifier"
-	"golang.org/x/text/transform"
+	"github.com/cutenative/cutenative/go/internal/x/text/encoding"
+	"github.com/cutenative/cutenative/go/internal/x/text/encoding/internal/identifier"
+	"github.com/cutenative/cutenative/go/internal/x/text/transform"
 )
 
 // Encoding is an implementation of the Encoding interface that adds the String

@@ -52,7 +52,7 @@ import (
 	"math"
 	"strconv"
 
-	"golang.org/x/image/math/fixed"
+	"github.com/cutenative/cutenative/go/internal/x/image/math/fixed"
 )
 
 const (

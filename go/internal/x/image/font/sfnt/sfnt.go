@@ -28,7 +28,7 @@
 // another io.Writer, copying the underlying TTF file, but this package does
 // not provide an encoder. Specifically, there is no API to build a different
 // TTF file, whether 'from scratch' or by modifying an existing one.
-package sfnt // import "golang.org/x/image/font/sfnt"
+package sfnt
 
 // This implementation was written primarily to the
 // https://www.microsoft.com/en-us/Typography/OpenTypeSpecification.aspx
@@ -46,9 +46,9 @@ import (
 	"image"
 	"io"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/math/fixed"
-	"golang.org/x/text/encoding/charmap"
+	"github.com/cutenative/cutenative/go/internal/x/image/font"
+	"github.com/cutenative/cutenative/go/internal/x/image/math/fixed"
+	"github.com/cutenative/cutenative/go/internal/x/text/encoding/charmap"
 )
 
 // These constants are not part of the specifications, but are limitations used
