@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the README's ```sh blocks as written, so that the README cannot drift from what works.
 
-    scripts/check_readme.py [--list] [--line N] [--timeout S] [README.md]
+    scripts/check_readme.py [--list] [--line N] [--timeout S] [-v] [README.md]
 
 Each ```sh block runs on its own in a fresh `bash -e -o pipefail`, in the repository root (the README's
 commands are written for it), in a process group of its own that is killed when the block ends, so a server a
@@ -19,6 +19,7 @@ import argparse
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -61,9 +62,16 @@ def git_status():
     return r.stdout if r.returncode == 0 else None
 
 
-def run_block(code, timeout):
+def port_taken(port):
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def run_block(code, timeout, rel, fence_line):
     """(exit status or None on timeout, seconds, output)."""
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
+        # Line 1 names the README line of a failing command; the block's own lines follow, unchanged.
+        f.write(f"trap 'echo \"check_readme: {rel}:$((LINENO + {fence_line - 1})) failed (exit status $?)\" >&2' ERR\n")
         f.write(code)
         script = f.name
     with tempfile.TemporaryFile() as log:
@@ -95,6 +103,7 @@ def main():
     ap.add_argument("--list", action="store_true", help="list the blocks and whether they run")
     ap.add_argument("--line", type=int, action="append", help="run only the block at this line (repeatable)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per block")
+    ap.add_argument("-v", "--verbose", action="store_true", help="show the output of blocks that pass too")
     a = ap.parse_args()
     rel = os.path.relpath(a.readme, ROOT)
     found = blocks(a.readme)
@@ -113,7 +122,12 @@ def main():
             skipped += 1
             continue
         print(f"RUN  {rel}:{line}", flush=True)
-        rc, dt, output = run_block(code, a.timeout)
+        # A block that serves on :8080 would talk to whatever else listens there.
+        if "localhost:8080" in code and port_taken(8080):
+            print(f"FAIL {rel}:{line}: the block serves on 127.0.0.1:8080, which something else listens on", flush=True)
+            failed.append(line)
+            continue
+        rc, dt, output = run_block(code, a.timeout, rel, line)
         after = git_status()
         if rc != 0:
             what = f"timed out after {a.timeout:.0f} s" if rc is None else f"exit status {rc}"
@@ -125,6 +139,8 @@ def main():
             failed.append(line)
         else:
             print(f"ok   {rel}:{line} ({dt:.1f} s)", flush=True)
+            if a.verbose:
+                print(output, end="", flush=True)
             passed += 1
         before = after
     print(f"{passed} passed, {len(failed)} failed, {skipped} skipped"
