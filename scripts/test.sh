@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: sets up what is missing, builds, runs every C++ test (ctest; "gpu"-labelled
 # tests skip without a CUDA device), the Go tests with the race detector, a short fuzz run of the server's request
-# decoding, go vet of examples/go, a gofmt check and the C/C++ format check (scripts/check_format.sh).
+# decoding, go vet of examples/go, a gofmt check, the C/C++ format check (scripts/check_format.sh) and the
+# README's sh blocks (scripts/check_readme.py).
 #   scripts/test.sh [--no-go]      (--no-go on machines without Go, e.g. the CUDA machine)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -48,6 +49,13 @@ if [ "$run_go" = 1 ]; then
         echo "not gofmt-formatted (run: gofmt -w on them):" >&2
         echo "$unformatted" >&2
         failed+=("gofmt")
+    fi
+    # The README's sh blocks, run as written (they name build/ and need Go; ~1 minute on a built tree).
+    echo "== README blocks (scripts/check_readme.py)"
+    if [ "$(cd "$CN_BUILD" && pwd -P)" = "$(cd "$CN_ROOT" && pwd -P)/build" ]; then
+        python3 "$CN_ROOT/scripts/check_readme.py" || failed+=("README")
+    else
+        echo "skipped: the README's commands use build/, and CN_BUILD is $CN_BUILD"
     fi
 fi
 if [ ${#failed[@]} -gt 0 ]; then

@@ -33,6 +33,10 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write("t,value\n")
         for i, v in enumerate(series):
             f.write(f"t{i},{'' if v is None else repr(v)}\n")
+    # The README runs the examples on the committed copy of this CSV: it must be the case's series.
+    committed = os.path.join(fixtures, "chronos2", name + ".csv")
+    if os.path.exists(committed) and open(committed).read() != open(csv_path).read():
+        sys.exit(f"{committed} is not the series of case {name} (regenerate it as this script writes it)")
     lv = ",".join(repr(q) for q in levels)
     out_c = subprocess.run([exe, model_dir, csv_path, str(H), lv], capture_output=True, text=True)
     out_py = subprocess.run([sys.executable, example_py, "--lib", lib, model_dir, csv_path, str(H), lv],
