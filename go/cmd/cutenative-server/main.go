@@ -175,6 +175,9 @@ func run(log *slog.Logger, o options) error {
 	log.Info("listening", "addr", ln.Addr().String(), "models", formatModels(dirs), "device", o.device, "dtype", o.dtype,
 		"mode", o.mode, "auth", len(keys) > 0, "version", server.BinaryVersion(), "library_version", lib.Version,
 		"library_build", lib.String(), "lora_catalog", o.lora.catalog, "embed_model", o.lora.embedModel)
+	if why := slowDTypeWarning(o.device, o.dtype, hostCPUFlags()); why != "" {
+		log.Warn("dtype slower than f32 on this CPU", "dtype", o.dtype, "reason", why)
+	}
 	if num := cutenative.CPUNumericsInfo(); num.BatchInvariant {
 		log.Info("cpu numerics", "batch_invariant", true, "thread_invariant", num.ThreadInvariant, "detail", num.Description)
 	} else {
