@@ -42,7 +42,7 @@ type Config struct {
 
 	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
 	LoRACatalog string // catalog file (go/lora format); reload with LoRAs().Reload / Watch
-	EmbedModel  string // sentence-embedding model directory, required with LoRACatalog
+	EmbedModel  string // sentence-embedding model directory: POST /v1/embeddings; required with LoRACatalog
 	// The embedding model's id in /v1/models and POST /v1/embeddings; "": "embedding".
 	EmbedModelName string
 	Embedder       lora.Embedder // optional: used instead of a model opened from EmbedModel

@@ -117,17 +117,18 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) *apiEr
 		return fromError(err)
 	}
 	defer release()
-	if s.cfg.LoRACatalog == "" {
+	if s.cfg.EmbedModel == "" && s.cfg.Embedder == nil {
 		return &apiError{Status: http.StatusNotFound, Code: "not_found",
-			Message: "no embedding model is loaded (start the server with -embed-model and -lora-catalog)"}
+			Message: "no embedding model is loaded (start the server with -embed-model)"}
 	}
-	if s.loras.Load() == nil {
+	entry := s.embedEntry.Load()
+	if entry == nil {
 		if s.state.Load() == stateLoading {
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the embedding model is loading"}
 		}
 		return fromError(errShuttingDown)
 	}
-	entry, emb := s.embedEntry.Load(), s.loraEmb // set before s.loras was stored
+	emb := s.loraEmb // set before embedEntry was stored
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	if dl, ok := ctx.Deadline(); ok {

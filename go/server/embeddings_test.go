@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -267,4 +268,49 @@ func FuzzParseEmbeddingInput(f *testing.F) {
 			t.Fatalf("%q: accepted %d texts, %d bytes", raw, len(texts), total)
 		}
 	})
+}
+
+// An embedding model without a LoRA catalog serves /v1/embeddings and is listed by /v1/models; LoRA search stays
+// unconfigured (404).
+func TestEmbeddingsWithoutCatalog(t *testing.T) {
+	dir := testenv.MiniLMDir(t)
+	s, err := New(Config{Models: map[string]string{"default": defaultModelDir}, EmbedModel: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	post := func(path, body string) (int, []byte) {
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	code, b := post("/v1/embeddings", `{"input": "a knight and a dragon"}`)
+	var got api.EmbeddingResponse
+	if err := json.Unmarshal(b, &got); code != 200 || err != nil || len(got.Data) != 1 || len(got.Data[0].Embedding.Values) != 384 {
+		t.Fatalf("embeddings: %d %s", code, b)
+	}
+	if code, b := post("/v1/loras/search", `{"prompt": "x"}`); code != 404 {
+		t.Fatalf("LoRA search without a catalog: %d %s", code, b)
+	}
+	resp, err := http.Get(srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list api.ModelList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.Data); n != 2 || list.Data[n-1].ID != "embedding" || list.Data[n-1].EmbeddingDim != 384 {
+		t.Fatalf("models: %+v", list.Data)
+	}
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/cutenative/cutenative/go/lora"
 )
 
-// loadLoRAs opens the embedding model (unless cfg.Embedder is given) and loads the catalog. The model
-// runs on the configured device and threads, in f32 eager mode: the catalog's threshold was tuned on
-// f32 embeddings.
-func (s *Server) loadLoRAs(ctx context.Context) error {
+// loadEmbedder opens the sentence-embedding model (unless cfg.Embedder is given) that /v1/embeddings serves and
+// LoRA search embeds with. It runs on the configured device and threads, in f32 eager mode: the catalog's
+// threshold was tuned on f32 embeddings.
+func (s *Server) loadEmbedder() error {
 	emb := s.cfg.Embedder
 	entry := &api.ModelInfo{ID: s.embedModelName(), Object: "model", Created: time.Now().Unix(), OwnedBy: ownedBy,
 		Name: s.embedModelName(), Kind: "embedding", Quantiles: []float32{}}
@@ -37,20 +37,29 @@ func (s *Server) loadLoRAs(ctx context.Context) error {
 		emb = m
 		entry.Device, entry.DType, entry.Mode, entry.Parameters = info.Device, info.DType, info.Mode, info.Parameters
 		entry.EmbeddingDim, entry.MaxTokens = info.EmbeddingDim, info.MaxTokens
+	} else if d, ok := emb.(interface{ Dim() int }); ok {
+		entry.EmbeddingDim = int64(d.Dim())
 	}
+	s.loraEmb = emb
+	s.embedEntry.Store(entry)
+	return nil
+}
+
+// loadLoRAs loads the catalog with the embedding model loadEmbedder opened.
+func (s *Server) loadLoRAs(ctx context.Context) error {
 	log := s.cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	reg, err := lora.NewRegistry(ctx, s.cfg.LoRACatalog, emb, log)
+	reg, err := lora.NewRegistry(ctx, s.cfg.LoRACatalog, s.loraEmb, log)
 	if err != nil {
 		return err
 	}
-	s.loraEmb = emb
-	if entry.EmbeddingDim == 0 {
-		entry.EmbeddingDim = int64(reg.Router().Dim()) // a cfg.Embedder's vectors: the catalog's dimension
+	if e := s.embedEntry.Load(); e != nil && e.EmbeddingDim == 0 {
+		c := *e
+		c.EmbeddingDim = int64(reg.Router().Dim()) // a cfg.Embedder's vectors: the catalog's dimension
+		s.embedEntry.Store(&c)
 	}
-	s.embedEntry.Store(entry)
 	s.loras.Store(reg)
 	return nil
 }

@@ -27,7 +27,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 		describeKronos(&out[i])
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	if e := s.embedEntry.Load(); e != nil && s.loras.Load() != nil { // nil once closed
+	if e := s.embedEntry.Load(); e != nil { // nil once closed
 		out = append(out, *e)
 	}
 	return s.writeJSON(w, http.StatusOK, api.ModelList{Object: "list", Data: out})

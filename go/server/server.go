@@ -85,9 +85,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LoRACatalog != "" && cfg.EmbedModel == "" && cfg.Embedder == nil {
 		return nil, errors.New("server: a LoRA catalog needs a sentence-embedding model (EmbedModel)")
 	}
-	if cfg.LoRACatalog == "" && (cfg.EmbedModel != "" || cfg.Embedder != nil) {
-		return nil, errors.New("server: an embedding model is only used with a LoRA catalog (LoRACatalog)")
-	}
 	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*loadedModel{},
 		loraSlots: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	s.metrics.loras = s.LoRAs
@@ -130,6 +127,12 @@ func (s *Server) Load() error {
 		s.models[name] = lm
 		s.mu.Unlock()
 	}
+	if s.cfg.EmbedModel != "" || s.cfg.Embedder != nil {
+		if err := s.loadEmbedder(); err != nil {
+			s.Close()
+			return err
+		}
+	}
 	if s.cfg.LoRACatalog != "" {
 		if err := s.loadLoRAs(context.Background()); err != nil {
 			s.Close()
@@ -155,7 +158,8 @@ func (s *Server) Close() {
 		m.long.close()
 		m.model.Close()
 	}
-	s.loras.Store(nil) // searches in flight finish (or get 503 from the closed model)
+	s.loras.Store(nil)      // searches in flight finish (or get 503 from the closed model)
+	s.embedEntry.Store(nil) // /v1/embeddings and /v1/models stop naming the embedding model
 	if s.embedModel != nil {
 		s.embedModel.Close()
 	}

@@ -28,7 +28,7 @@ func TestLoRAFlags(t *testing.T) {
 		{loraOptions{}, ""},
 		{loraOptions{catalog: "c.json", embedModel: "dir", poll: time.Second}, ""},
 		{loraOptions{catalog: "c.json"}, "-lora-catalog needs -embed-model"},
-		{loraOptions{embedModel: "dir"}, "only used with -lora-catalog"},
+		{loraOptions{embedModel: "dir"}, ""}, // /v1/embeddings alone
 		{loraOptions{catalog: "c.json", embedModel: "dir", poll: -1}, "-lora-poll"},
 	}
 	for _, tc := range tests {

@@ -77,7 +77,7 @@ func optionTable() []settings.Setting[options] {
 			func(o *options) *int { return &o.maxConns }),
 		str("lora-catalog", "CUTENATIVE_LORA_CATALOG", "", "", "LoRA catalog file (enables POST /v1/loras/search; needs -embed-model)",
 			nil, func(o *options) *string { return &o.lora.catalog }),
-		str("embed-model", "CUTENATIVE_EMBED_MODEL", "", "", "sentence-embedding model directory (e.g. all-MiniLM-L6-v2) for -lora-catalog",
+		str("embed-model", "CUTENATIVE_EMBED_MODEL", "", "", "sentence-embedding model directory (e.g. all-MiniLM-L6-v2): serves POST /v1/embeddings and embeds for -lora-catalog",
 			nil, func(o *options) *string { return &o.lora.embedModel }),
 		settings.Duration("lora-poll", "CUTENATIVE_LORA_POLL", time.Second, 0,
 			"how often the catalog file is checked for changes (0: never; SIGHUP reloads)",
@@ -162,8 +162,6 @@ func (o loraOptions) check() error {
 	switch {
 	case o.catalog != "" && o.embedModel == "":
 		return errors.New("-lora-catalog needs -embed-model: the sentence-embedding model (e.g. all-MiniLM-L6-v2) that embeds the catalog and the prompts")
-	case o.catalog == "" && o.embedModel != "":
-		return errors.New("-embed-model is only used with -lora-catalog (LoRA search); give both or neither")
 	case o.poll < 0:
 		return errors.New("-lora-poll: must be >= 0")
 	}
