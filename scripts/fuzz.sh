@@ -16,7 +16,7 @@ targets=("$@")
 CXX="${CN_FUZZ_CXX:-clang++}"
 out="$CN_CACHE/fuzz"
 mkdir -p "$out" "$CN_CACHE/fuzz-crashes"
-text_srcs=(core/tokenizers/wordpiece.cpp core/tokenizers/unicode_tables.cpp core/tokenizers/bpe.cpp
+text_srcs=(core/tokenizers/wordpiece.cpp core/tokenizers/utf8.cpp core/tokenizers/unicode_tables.cpp core/tokenizers/bpe.cpp
            core/tokenizers/bpe_unicode.cpp core/tokenizers/bpe_unicode_tables.cpp core/tokenizers/bpe_decomp_tables.cpp)
 format_srcs=(core/format/json_strict.cpp core/format/mapped_file.cpp core/format/safetensors.cpp
              core/format/shard_index.cpp core/format/checkpoint.cpp core/format/model_config.cpp

@@ -275,7 +275,7 @@ Qwen2Tokenizer Qwen2Tokenizer::from_json_text(std::string_view text, const std::
     byte_level_chars(chars);
     for (int b = 0; b < 256; ++b) {
         std::string s;
-        bu::append_utf8(s, chars[b]);
+        cn::text::append_utf8(s, chars[b]);
         t.byte_token_[b] = vocab_id(s);
     }
 
@@ -496,7 +496,7 @@ void Qwen2Tokenizer::encode_normalized(std::string_view text, std::vector<int32_
 std::vector<int32_t> Qwen2Tokenizer::encode(std::string_view text) const {
     size_t bad = 0;
     const char* why = nullptr;
-    if (!bu::check_utf8(text, bad, why)) {
+    if (!cn::text::check_utf8(text, bad, why)) {
         fail(Status::kInvalidArgument, "invalid UTF-8 at byte offset " + std::to_string(bad) + ": " + why);
     }
     if (text.size() >= kNone / 2) fail(Status::kInvalidArgument, "text of " + std::to_string(text.size()) + " bytes is too long");

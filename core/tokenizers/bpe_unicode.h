@@ -10,6 +10,8 @@
 // Everything here is constant data and pure functions: safe from any thread.
 #pragma once
 
+#include "core/tokenizers/utf8.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -61,30 +63,6 @@ inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 
 // The category byte of a code point <= kMaxCodePoint (a table lookup below U+10000, a binary search above).
 uint8_t category(uint32_t cp) noexcept;
-
-// Checks that `s` is well-formed UTF-8 (Unicode Table 3-7: no overlongs, no surrogates, nothing above U+10FFFF).
-// On failure returns false with the byte offset of the offending sequence and the reason.
-bool check_utf8(std::string_view s, size_t& bad_offset, const char*& why) noexcept;
-// Decodes the sequence at s[i] of text that check_utf8 accepted, advancing i.
-inline uint32_t decode_utf8(const unsigned char* p, size_t& i) noexcept {
-    const unsigned char b = p[i];
-    if (b < 0x80) return p[i++];
-    if (b < 0xE0) {
-        const uint32_t cp = (uint32_t(b & 0x1F) << 6) | (p[i + 1] & 0x3F);
-        i += 2;
-        return cp;
-    }
-    if (b < 0xF0) {
-        const uint32_t cp = (uint32_t(b & 0x0F) << 12) | (uint32_t(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
-        i += 3;
-        return cp;
-    }
-    const uint32_t cp =
-        (uint32_t(b & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) | (uint32_t(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
-    i += 4;
-    return cp;
-}
-void append_utf8(std::string& out, uint32_t cp);
 
 // NFC of valid UTF-8 text. Returns false when `text` is already NFC by the quick check (nothing written); otherwise
 // writes the normalized text to `out` and returns true. `scratch` is caller-owned working memory (reused between

@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "core/tokenizers/unicode_tables.h"
+#include "core/tokenizers/utf8.h"
 
 namespace cn::text {
 
@@ -27,110 +28,6 @@ namespace {
 namespace uc = unicode;
 
 constexpr size_t kMaxVocabBytes = size_t{64} << 20;
-
-bool is_cont(unsigned char b) { return (b & 0xC0) == 0x80; }
-
-// Checks that `s` is well-formed UTF-8 (Unicode Table 3-7: no overlongs, no surrogates, nothing above U+10FFFF).
-// On failure returns false with the offset of the offending sequence and the reason.
-bool check_utf8(std::string_view s, size_t& bad, const char*& why) {
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    const size_t n = s.size();
-    size_t i = 0;
-    while (i < n) {
-        // ASCII, eight bytes at a time when aligned runs allow.
-        while (i + 8 <= n) {
-            uint64_t w;
-            std::memcpy(&w, p + i, 8);
-            if (w & 0x8080808080808080ull) break;
-            i += 8;
-        }
-        if (i >= n) break;
-        const unsigned char b = p[i];
-        if (b < 0x80) {
-            ++i;
-            continue;
-        }
-        size_t len;
-        unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-        if (b < 0xC0) {
-            bad = i, why = "unexpected continuation byte";
-            return false;
-        } else if (b < 0xC2) {
-            bad = i, why = "overlong 2-byte sequence";
-            return false;
-        } else if (b < 0xE0) {
-            len = 2;
-        } else if (b < 0xF0) {
-            len = 3;
-            if (b == 0xE0) lo = 0xA0;
-            if (b == 0xED) hi = 0x9F;
-        } else if (b < 0xF5) {
-            len = 4;
-            if (b == 0xF0) lo = 0x90;
-            if (b == 0xF4) hi = 0x8F;
-        } else if (b < 0xF8) {
-            bad = i, why = "code point above U+10FFFF";
-            return false;
-        } else {
-            bad = i, why = "byte that never occurs in UTF-8 (0xF8..0xFF)";
-            return false;
-        }
-        for (size_t k = 1; k < len; ++k) {
-            if (i + k >= n || !is_cont(p[i + k])) {
-                bad = i;
-                why = len == 2 ? "truncated 2-byte sequence" : len == 3 ? "truncated 3-byte sequence" : "truncated 4-byte sequence";
-                return false;
-            }
-        }
-        const unsigned char b1 = p[i + 1];
-        if (b1 < lo || b1 > hi) {
-            bad = i;
-            why = b == 0xE0   ? "overlong 3-byte sequence"
-                  : b == 0xF0 ? "overlong 4-byte sequence"
-                  : b == 0xED ? "UTF-16 surrogate (U+D800..U+DFFF) encoded in UTF-8"
-                              : "code point above U+10FFFF";
-            return false;
-        }
-        i += len;
-    }
-    return true;
-}
-
-// Decodes the (validated) sequence at p[i], advancing i.
-uint32_t decode(const unsigned char* p, size_t& i) {
-    const unsigned char b = p[i];
-    if (b < 0xE0) {
-        const uint32_t cp = (uint32_t(b & 0x1F) << 6) | (p[i + 1] & 0x3F);
-        i += 2;
-        return cp;
-    }
-    if (b < 0xF0) {
-        const uint32_t cp = (uint32_t(b & 0x0F) << 12) | (uint32_t(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
-        i += 3;
-        return cp;
-    }
-    const uint32_t cp =
-        (uint32_t(b & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) | (uint32_t(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
-    i += 4;
-    return cp;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        const char b[2] = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-        out.append(b, 2);
-    } else if (cp < 0x10000) {
-        const char b[3] = {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
-                           static_cast<char>(0x80 | (cp & 0x3F))};
-        out.append(b, 3);
-    } else {
-        const char b[4] = {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
-                           static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
-        out.append(b, 4);
-    }
-}
 
 const std::array<uint8_t, 128>& ascii_flags() {
     static const std::array<uint8_t, 128> table = [] {
@@ -330,14 +227,14 @@ bool WordPieceTokenizer::word(Scratch& s, size_t limit, std::vector<int32_t>& id
         while (start < n) {
             const Table& table = start == 0 ? words_ : pieces_;
             size_t end = std::min(n, start + table.max_key_bytes());
-            while (end > start && end < n && is_cont(static_cast<unsigned char>(w[end]))) --end;
+            while (end > start && end < n && is_utf8_continuation(static_cast<unsigned char>(w[end]))) --end;
             int32_t id = -1;
             while (end > start) {
                 id = table.find(w.substr(start, end - start));
                 if (id >= 0) break;
                 do {
                     --end;
-                } while (end > start && is_cont(static_cast<unsigned char>(w[end])));
+                } while (end > start && is_utf8_continuation(static_cast<unsigned char>(w[end])));
             }
             if (id < 0) {
                 ids.resize(base);
@@ -442,7 +339,7 @@ bool WordPieceTokenizer::segment(std::string_view seg, size_t limit, std::vector
             }
             continue;
         }
-        uint32_t cp = decode(p, i);
+        uint32_t cp = decode_utf8(p, i);
         uint8_t f = uc::flags(cp);
         if (f & uc::kDrop) continue;
         if (f & uc::kCleanWs) cp = ' ', f = af[' '];

@@ -47,7 +47,7 @@ void check(bool ok) {
 void encode(const Qwen2Tokenizer& t, std::string_view text) {
     size_t bad = 0;
     const char* why = nullptr;
-    const bool valid = bu::check_utf8(text, bad, why);
+    const bool valid = cn::text::check_utf8(text, bad, why);
     try {
         const std::vector<int32_t> ids = t.encode(text);
         check(valid);
@@ -64,11 +64,11 @@ void encode(const Qwen2Tokenizer& t, std::string_view text) {
 void text_layer(std::string_view text) {
     size_t bad = 0;
     const char* why = nullptr;
-    if (!bu::check_utf8(text, bad, why)) return;
+    if (!cn::text::check_utf8(text, bad, why)) return;
     std::string once, twice;
     std::vector<uint32_t> scratch;
     const std::string_view norm = bu::nfc(text, once, scratch) ? std::string_view(once) : text;
-    check(bu::check_utf8(norm, bad, why));
+    check(cn::text::check_utf8(norm, bad, why));
     check(!bu::nfc(norm, twice, scratch) || twice == norm);
     for (size_t pos = 0; pos < norm.size();) {
         const size_t end = bu::pretoken_end(norm, pos);

@@ -22,6 +22,7 @@
 #include "core/common/status.h"
 #include "core/tokenizers/bpe.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/text.h"
 
 using cn::Status;
 using cn::text::Qwen2Tokenizer;
@@ -96,35 +97,6 @@ const std::vector<Row>& corpus() {
     return rows;
 }
 
-// Printable form of a text: ASCII as is, everything else as \u{...} / \xNN.
-std::string escaped(const std::string& s, size_t max_chars = 120) {
-    std::ostringstream o;
-    size_t i = 0, shown = 0;
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    while (i < s.size() && shown < max_chars) {
-        const unsigned char b = p[i];
-        char buf[16];
-        if (b >= 0x20 && b < 0x7F) {
-            o << static_cast<char>(b);
-            ++i;
-        } else if (b < 0x80) {
-            std::snprintf(buf, sizeof buf, "\\x%02X", b);
-            o << buf;
-            ++i;
-        } else {
-            const int len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-            uint32_t cp = b & (0x3F >> (len - 1));
-            for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
-            std::snprintf(buf, sizeof buf, "\\u{%X}", cp);
-            o << buf;
-            i += len;
-        }
-        ++shown;
-    }
-    if (i < s.size()) o << "... (" << s.size() << " bytes)";
-    return o.str();
-}
-
 std::string ids_str(const std::vector<int32_t>& ids, size_t max = 64) {
     std::ostringstream o;
     o << "[";
@@ -143,14 +115,14 @@ std::string first_mismatch(const Qwen2Tokenizer& t, const std::vector<Row>& rows
         try {
             got = t.encode(r.text);
         } catch (const cn::Error& e) {
-            return "row " + std::to_string(r.index) + " (" + r.cat + ") \"" + escaped(r.text) + "\": threw " + e.message();
+            return "row " + std::to_string(r.index) + " (" + r.cat + ") \"" + cn::test::escaped(r.text, 120) + "\": threw " + e.message();
         }
         ++checked;
         if (got != r.ids) {
             size_t k = 0;
             while (k < got.size() && k < r.ids.size() && got[k] == r.ids[k]) ++k;
-            return "row " + std::to_string(r.index) + " (" + r.cat + ") \"" + escaped(r.text) + "\": first difference at id " +
-                   std::to_string(k) + "\n  expected " + ids_str(r.ids) + "\n  got      " + ids_str(got);
+            return "row " + std::to_string(r.index) + " (" + r.cat + ") \"" + cn::test::escaped(r.text, 120) +
+                   "\": first difference at id " + std::to_string(k) + "\n  expected " + ids_str(r.ids) + "\n  got      " + ids_str(got);
         }
     }
     return "";
@@ -210,7 +182,7 @@ TEST(Qwen2Bpe, InvalidUtf8IsRejectedWithTheOffset) {
     for (const Row& r : corpus()) {
         if (r.cat != "invalid_utf8") continue;
         ++n;
-        SCOPED_TRACE("row " + std::to_string(r.index) + " \"" + escaped(r.text) + "\"");
+        SCOPED_TRACE("row " + std::to_string(r.index) + " \"" + cn::test::escaped(r.text, 120) + "\"");
         expect_error([&] { (void)qwen().encode(r.text); }, Status::kInvalidArgument,
                      "invalid UTF-8 at byte offset " + std::to_string(r.bad_offset) + ":");
     }
@@ -339,7 +311,7 @@ TEST(Qwen2BpeTiny, LegacyMergeSpellingGivesTheSameIds) {
     for (const auto& m : j["model"]["merges"]) legacy.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
     j["model"]["merges"] = legacy;
     const Qwen2Tokenizer t = Qwen2Tokenizer::from_json_text(j.dump(), "legacy");
-    for (const Row& r : read_jsonl(kDir + "/tiny_cases.jsonl")) EXPECT_EQ(t.encode(r.text), r.ids) << escaped(r.text);
+    for (const Row& r : read_jsonl(kDir + "/tiny_cases.jsonl")) EXPECT_EQ(t.encode(r.text), r.ids) << cn::test::escaped(r.text, 120);
 }
 
 TEST(Qwen2BpeTiny, RefusesWhatItDoesNotReproduce) {

@@ -19,6 +19,7 @@
 #include "core/tokenizers/unicode_tables.h"
 #include "core/tokenizers/wordpiece.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/text.h"
 
 using cn::Status;
 using cn::text::WordPieceOptions;
@@ -54,35 +55,6 @@ const Fixtures& fixtures() {
         return f;
     }();
     return f;
-}
-
-// Printable form of a text: ASCII as is, everything else as \u{...} / \xNN.
-std::string escaped(const std::string& s, size_t max_chars = 160) {
-    std::ostringstream o;
-    size_t i = 0, shown = 0;
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    while (i < s.size() && shown < max_chars) {
-        const unsigned char b = p[i];
-        char buf[16];
-        if (b >= 0x20 && b < 0x7F) {
-            o << static_cast<char>(b);
-            ++i;
-        } else if (b < 0x80) {
-            std::snprintf(buf, sizeof buf, "\\x%02X", b);
-            o << buf;
-            ++i;
-        } else {
-            const int len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-            uint32_t cp = b & (0x3F >> (len - 1));
-            for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
-            std::snprintf(buf, sizeof buf, "\\u{%X}", cp);
-            o << buf;
-            i += len;
-        }
-        ++shown;
-    }
-    if (i < s.size()) o << "... (" << s.size() << " bytes)";
-    return o.str();
 }
 
 std::string ids_str(const std::vector<int32_t>& ids) {
@@ -127,12 +99,12 @@ TEST(WordPiece, IdsMatchSentenceTransformers) {
     for (const Case& c : f.cases) {
         const auto e = tokenizer().encode(c.text, f.max_length);
         if (!e.ok()) {
-            ADD_FAILURE() << c.name << ": error " << e.message << "\n  text: " << escaped(c.text);
+            ADD_FAILURE() << c.name << ": error " << e.message << "\n  text: " << cn::test::escaped(c.text, 160);
             continue;
         }
         if (e.ids != c.ids) {
-            ADD_FAILURE() << c.name << ": ids differ\n  text:      " << escaped(c.text) << "\n  reference: " << ids_str(c.ids)
-                          << "\n  ours:      " << ids_str(e.ids);
+            ADD_FAILURE() << c.name << ": ids differ\n  text:      " << cn::test::escaped(c.text, 160)
+                          << "\n  reference: " << ids_str(c.ids) << "\n  ours:      " << ids_str(e.ids);
             continue;
         }
         ++pass;
@@ -188,8 +160,8 @@ TEST(WordPiece, NormalizedWordsMatchReference) {
             }
         }
         if (got != words) {
-            ADD_FAILURE() << "text " << escaped(text) << "\n  reference words: " << escaped(words)
-                          << "\n  ours:            " << escaped(got);
+            ADD_FAILURE() << "text " << cn::test::escaped(text, 160) << "\n  reference words: " << cn::test::escaped(words, 160)
+                          << "\n  ours:            " << cn::test::escaped(got, 160);
             continue;
         }
         ++pass;
@@ -215,7 +187,7 @@ TEST(WordPiece, EmptyAndBlankTexts) {
                                  std::string("\xE2\x80\x8B"), std::string("\xEF\xBF\xBD")}) {
         const auto e = tokenizer().encode(s);
         ASSERT_TRUE(e.ok()) << e.message;
-        EXPECT_EQ(e.ids, cls_sep) << escaped(s);
+        EXPECT_EQ(e.ids, cls_sep) << cn::test::escaped(s, 160);
     }
 }
 
@@ -288,11 +260,11 @@ TEST(WordPiece, InvalidUtf8IsAnError) {
     };
     for (const Bad& b : table) {
         const auto e = tokenizer().encode(b.bytes);
-        EXPECT_EQ(e.status, Status::kInvalidArgument) << escaped(b.bytes);
+        EXPECT_EQ(e.status, Status::kInvalidArgument) << cn::test::escaped(b.bytes, 160);
         EXPECT_TRUE(e.ids.empty());
         EXPECT_NE(e.message.find("invalid UTF-8 at byte offset " + std::to_string(b.offset)), std::string::npos)
-            << escaped(b.bytes) << ": " << e.message;
-        EXPECT_NE(e.message.find(b.reason), std::string::npos) << escaped(b.bytes) << ": " << e.message;
+            << cn::test::escaped(b.bytes, 160) << ": " << e.message;
+        EXPECT_NE(e.message.find(b.reason), std::string::npos) << cn::test::escaped(b.bytes, 160) << ": " << e.message;
     }
     // Past the truncation point still counts: the whole input is validated.
     std::string long_text;
@@ -303,7 +275,7 @@ TEST(WordPiece, InvalidUtf8IsAnError) {
     for (const std::string ok :
          {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF", "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF"}) {
         const auto r = tokenizer().encode(ok);
-        EXPECT_TRUE(r.ok()) << escaped(ok) << ": " << r.message;
+        EXPECT_TRUE(r.ok()) << cn::test::escaped(ok, 160) << ": " << r.message;
     }
 }
 
@@ -448,7 +420,7 @@ TEST(WordPiece, RandomBytesNeverCrash) {
             ASSERT_EQ(st, Status::kInvalidArgument) << msg;
             ASSERT_TRUE(ids.empty());
             ASSERT_NE(msg.find("invalid UTF-8"), std::string::npos) << msg;
-            ASSERT_LT(kind, 2) << "valid UTF-8 rejected: " << escaped(s) << ": " << msg;
+            ASSERT_LT(kind, 2) << "valid UTF-8 rejected: " << cn::test::escaped(s, 160) << ": " << msg;
         }
     }
     std::printf("[ fuzz     ] 100000 inputs: %zu tokenized, %zu rejected as invalid UTF-8\n", ok, invalid);
