@@ -11,6 +11,7 @@
 
 #include "core/common/status.h"
 #include "kernels/rows_gemm.h"
+#include "kernels/tile_gemm.h"
 
 // MKL's per-thread thread count (exported by libtorch_cpu.so when the wheel links MKL). Weak: null without MKL.
 extern "C" int MKL_Set_Num_Threads_Local(int nt) __attribute__((weak));  // mkl_service.h: mkl_set_num_threads_local
@@ -43,11 +44,11 @@ void gemm_into(at::Tensor out, const at::Tensor& x, const at::Tensor& wt, const 
 
 bool series_linear_thread_invariant() { return MKL_Set_Num_Threads_Local != nullptr; }
 
-at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim) {
-    return series_linear_blocked(x, w, b, dim, kSeriesLinearBlock);
+at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, bool relu) {
+    return series_linear_blocked(x, w, b, dim, kSeriesLinearBlock, relu);
 }
 
-at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, int64_t block) {
+at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, int64_t block, bool relu) {
     if (block < 1 || !x.defined() || !w.defined() || w.dim() != 2 || x.dim() != 3 || dim < 0 || dim > 1 || x.size(-1) != w.size(1) ||
         (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0)))) {
         fail(Status::kInternal, "series_linear: x [n, R, K] or [R, n, K] (series along dim 0 or 1), w [N, K], b [N]");
@@ -58,12 +59,17 @@ at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const
     at::Tensor out = at::empty(shape, x.options());
     const at::Tensor wt = w.t();
     if (!x.is_cpu()) {
+        // One launch over every row of every series, batch-invariant by its instruction chain (tile_gemm.h) or by
+        // its fixed configuration (rows_gemm.h).
+        if (tile_gemm_enabled(x.scalar_type()) && tile_gemm_fits(w)) return tile_gemm(x, w, b, relu);
 #ifdef CN_WITH_CUDA
-        // One launch over every row of every series, batch-invariant by its fixed configuration (rows_gemm.h).
-        if (rows_gemm_enabled(x.scalar_type())) return rows_gemm(x, w, b);
+        if (rows_gemm_enabled(x.scalar_type())) {
+            at::Tensor y = rows_gemm(x, w, b);
+            return relu ? y.relu_() : y;
+        }
 #endif
         for (int64_t i = 0; i < n; ++i) gemm_into(out.select(dim, i), x.select(dim, i), wt, b);
-        return out;
+        return relu ? out.relu_() : out;
     }
     const int64_t blocks = (N + block - 1) / block;
     const at::ThreadLocalState state;  // InferenceMode and the rest of the caller's thread-local state
@@ -77,7 +83,7 @@ at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const
                       b.defined() ? b.narrow(0, c0, c1 - c0) : b);
         }
     });
-    return out;
+    return relu ? out.relu_() : out;
 }
 
 }  // namespace cn::kernels

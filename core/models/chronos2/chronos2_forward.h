@@ -21,6 +21,9 @@ struct LayerWeights {
     // q, k and v weights concatenated [3 I, D]; time_q/k/v (group_q/k/v) are row slices of it, so the
     // eager pass reads the same memory and the fused pass makes one GEMM of the three projections.
     at::Tensor time_qkv, group_qkv;
+    // group_o · group_v [D, D], the fp64 product rounded once to the model dtype: fused mode's group attention when
+    // every group is a single row (each token then attends to itself alone, so the attention is o(v(x))).
+    at::Tensor group_vo;
 };
 
 struct Chronos2Weights {

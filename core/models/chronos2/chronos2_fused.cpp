@@ -2,24 +2,25 @@
 //   - one pass per series for the input transform (instance norm, arcsinh, patching, masks) and one for
 //     the output transform (rearrange, sinh, un-scaling), kernels/chronos2_io.h;
 //   - every RMS norm fused with the residual add before it, kernels/rms_norm.h;
-//   - one QKV projection per attention (the three weights concatenated at load) and RoPE applied in
-//     place on its q and k parts, kernels/rope.h;
-//   - linear layers written straight into their output (no per-series stacking copy), ReLU in place.
-// Linear layers still run once per series and every kernel reduces per row, so a series' forecast never
-// depends on the rest of the batch (the server's exact merges rely on it). Results differ from forward()
+//   - one QKV projection per attention (the three weights concatenated at load); the time attention's RoPE,
+//     masked softmax and head merge in one kernel on its output, kernels/rope_attention.h;
+//   - with singleton groups, the group attention's value and output projections as one weight (group_vo);
+//   - linear layers written straight into their output (no per-series stacking copy), ReLU in the GEMM's
+//     epilogue where the GEMM has one (kernels/tile_gemm.h), else in place.
+// Linear layers are batch-invariant (kernels/series_linear.h) and every other kernel reduces per row, so a
+// series' forecast never depends on the rest of the batch (the server's exact merges rely on it). Results differ from forward()
 // by rounding only; docs/benchmarks.md states the tolerance.
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/relu.h>
-#include <ATen/ops/scaled_dot_product_attention.h>
 
 #include "core/layers/attention.h"
 #include "core/models/chronos2/chronos2_forward.h"
 #include "kernels/chronos2_io.h"
 #include "kernels/rms_norm.h"
-#include "kernels/rope.h"
+#include "kernels/rope_attention.h"
 #include "kernels/series_linear.h"
 
 namespace cn::chronos2 {
@@ -27,13 +28,14 @@ namespace {
 
 // x [B, R, K] -> [B, R, O] and x [S, B, K] -> [S, B, O] (group attention's layout): GEMMs per series written into
 // the output, batch- and thread-invariant (kernels/series_linear.h).
-at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) { return kernels::series_linear(x, w, b, 0); }
+at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, bool relu = false) {
+    return kernels::series_linear(x, w, b, 0, relu);
+}
 
 at::Tensor group_linear(const at::Tensor& x, const at::Tensor& w) { return kernels::series_linear(x, w, {}, 1); }
 
 at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
-    at::Tensor hid = rows_linear(x, w.hidden_w, w.hidden_b);
-    hid.relu_();
+    const at::Tensor hid = rows_linear(x, w.hidden_w, w.hidden_b, /*relu=*/true);
     at::Tensor out = rows_linear(hid, w.output_w, w.output_b);
     out.add_(rows_linear(x, w.residual_w, w.residual_b));
     return out;
@@ -63,7 +65,6 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
     const at::Tensor reg = w.shared.select(0, 1).view({1, 1, D}).expand({B, 1, D});
     at::Tensor hidden = at::cat({emb.slice(1, 0, P), reg, emb.slice(1, P)}, 1);  // [B, S, D]
 
-    const at::Tensor time_mask = prep.time_bias.view({B, 1, 1, S});
     at::Tensor group_mask;
     if (!singleton_groups) {
         const at::Tensor same = (group_ids.view({B, 1}) == group_ids.view({1, B})).to(dt);  // [q, b]
@@ -77,21 +78,14 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
         return delta.defined() ? kernels::add_rms_norm(hidden, delta, weight, eps) : kernels::rms_norm(hidden, weight, eps);
     };
     for (const auto& l : w.layers) {
-        {  // time self-attention (RoPE, unscaled)
-            const at::Tensor n = norm(l.time_norm);
-            const at::Tensor qkv = rows_linear(n, l.time_qkv);  // [B, S, 3 I]
-            kernels::rope_(qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), w.inv_freq);
-            const at::Tensor heads = qkv.view({B, S, 3, H, dk});
-            const at::Tensor q = heads.select(2, 0).permute({0, 2, 1, 3});
-            const at::Tensor k = heads.select(2, 1).permute({0, 2, 1, 3});
-            const at::Tensor v = heads.select(2, 2).permute({0, 2, 1, 3});
-            const at::Tensor a = at::scaled_dot_product_attention(q, k, v, time_mask, 0.0, false, /*scale=*/1.0);
-            delta = rows_linear(layers::merge_heads(a), l.time_o);
+        {                                                                       // time self-attention (RoPE, unscaled)
+            const at::Tensor qkv = rows_linear(norm(l.time_norm), l.time_qkv);  // [B, S, 3 I]
+            delta = rows_linear(kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H), l.time_o);
         }
         {  // group self-attention across the rows of a group, at each time step
             const at::Tensor n = norm(l.group_norm);
             if (singleton_groups) {
-                delta = rows_linear(rows_linear(n, l.group_v), l.group_o);
+                delta = rows_linear(n, l.group_vo);  // o(v(n)) as one product (LayerWeights::group_vo)
             } else {
                 const at::Tensor qkv = group_linear(n.transpose(0, 1), l.group_qkv).view({S, B, 3, H, dk});
                 const at::Tensor q = qkv.select(2, 0).permute({0, 2, 1, 3});
@@ -103,9 +97,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
         }
         {  // feed-forward
             const at::Tensor n = norm(l.ff_norm);
-            at::Tensor h = rows_linear(n, l.ff_wi);
-            h.relu_();
-            delta = rows_linear(h, l.ff_wo);
+            delta = rows_linear(rows_linear(n, l.ff_wi, {}, /*relu=*/true), l.ff_wo);
         }
     }
     const at::Tensor out = norm(w.final_norm);

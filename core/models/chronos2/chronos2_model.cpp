@@ -1,6 +1,7 @@
 #include "core/models/chronos2/chronos2_model.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/matmul.h>
 
 #include "core/common/status.h"
 #include "core/layers/linear.h"
@@ -68,6 +69,7 @@ void finish_weights(const Chronos2Config& cfg, c10::Device device, Chronos2Weigh
     for (LayerWeights& l : out.layers) {
         l.time_qkv = fuse_qkv(l.time_q, l.time_k, l.time_v);
         l.group_qkv = fuse_qkv(l.group_q, l.group_k, l.group_v);
+        l.group_vo = at::matmul(l.group_o.to(at::kDouble), l.group_v.to(at::kDouble)).to(l.group_o.scalar_type()).contiguous();
     }
     out.inv_freq = layers::rope_inv_freq(cfg.d_kv, cfg.rope_theta, device);
 }

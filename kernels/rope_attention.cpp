@@ -1,0 +1,59 @@
+#include "kernels/rope_attention.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <ATen/ops/scaled_dot_product_attention.h>
+
+#include "core/common/status.h"
+#include "kernels/rope.h"
+
+namespace cn::kernels {
+namespace {
+
+void check(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads) {
+    if (!qkv.defined() || !bias.defined() || !inv_freq.defined() || qkv.dim() != 3 || heads < 1 || qkv.size(2) % (3 * heads) != 0 ||
+        (qkv.size(2) / (3 * heads)) % 2 != 0 || !qkv.is_contiguous() || bias.dim() != 2 || bias.size(0) != qkv.size(0) ||
+        bias.size(1) != qkv.size(1) || !bias.is_contiguous() || bias.scalar_type() != qkv.scalar_type() || bias.device() != qkv.device() ||
+        inv_freq.dim() != 1 || inv_freq.size(0) != qkv.size(2) / (3 * heads) / 2 || inv_freq.scalar_type() != at::kFloat ||
+        !inv_freq.is_contiguous() || inv_freq.device() != qkv.device()) {
+        fail(Status::kInternal, "rope_attention: qkv [B, S, 3 H dk] contiguous, dk even; bias [B, S] of qkv's dtype; inv_freq [dk/2] fp32");
+    }
+}
+
+}  // namespace
+
+bool rope_attention_fits(int64_t S, int64_t dk) {
+    return S >= 1 && dk >= 2 && dk % 2 == 0 && dk <= 256 && rope_attention_detail::shared_bytes(S, dk) <= rope_attention_detail::kMaxShared;
+}
+
+at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H) {
+    check(qkv, bias, inv_freq, H);
+    const int64_t B = qkv.size(0), S = qkv.size(1), dk = qkv.size(2) / (3 * H);
+    rope_(qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), inv_freq);
+    const at::Tensor heads = qkv.view({B, S, 3, H, dk});
+    const at::Tensor q = heads.select(2, 0).permute({0, 2, 1, 3});
+    const at::Tensor k = heads.select(2, 1).permute({0, 2, 1, 3});
+    const at::Tensor v = heads.select(2, 2).permute({0, 2, 1, 3});
+    const at::Tensor a = at::scaled_dot_product_attention(q, k, v, bias.view({B, 1, 1, S}), 0.0, false, /*scale=*/1.0);
+    return a.transpose(1, 2).reshape({B, S, H * dk});
+}
+
+bool rope_attention_cuda_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("CN_ROPE_ATTENTION");
+        return v && std::string(v) == "1";
+    }();
+    return on;
+}
+
+at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H) {
+#ifdef CN_WITH_CUDA
+    check(qkv, bias, inv_freq, H);
+    if (qkv.is_cuda() && rope_attention_cuda_enabled() && rope_attention_fits(qkv.size(1), qkv.size(2) / (3 * H)))
+        return rope_attention_cuda(qkv, bias, inv_freq, H);
+#endif
+    return rope_attention_composite(qkv, bias, inv_freq, H);
+}
+
+}  // namespace cn::kernels

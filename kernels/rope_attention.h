@@ -1,0 +1,47 @@
+// rope_attention — Chronos-2's time self-attention core in one launch: RoPE on the q and k parts of a fused QKV
+// projection, softmax(q kᵀ + bias) v per (series, head) with scale 1, and the heads merged back into rows.
+//   qkv      [B, S, 3 H dk] contiguous: q | k | v, each H heads of dk; dtype T (F32, BF16, F16). Scratch: the
+//            composite path rotates its q and k parts in place.
+//   bias     [B, S] dtype T, contiguous: the additive key mask (0, or T's lowest value for a masked key)
+//   inv_freq [dk/2] fp32 (RoPE, positions 0..S-1, kernels/rope.h's roundings)
+//   returns  [B, S, H dk] dtype T
+// Semantics: q and k rotated exactly as kernels::rope_ does (rounded to T), then per query, in fp32: scores
+// q·k_j + bias_j, softmax, the weighted sum of v, one rounding to T. Equal to the composite (rope_ + SDPA +
+// merge) up to fp32 rounding of the softmax.
+// CUDA path (rope_attention_fits): one block per (series, head, 8 queries), K (rotated) and V of the series and
+// head in shared memory; a lane per key for the scores (each a sequential fp32 sum over dk), a lane per
+// dimension for the output (a sequential sum over keys). Nothing is reduced across series, so a series' output
+// never depends on the rest of the batch. CPU path, and shapes the CUDA path does not take (too long for its shared
+// memory): the composite: kernels::rope_, at::scaled_dot_product_attention, merge.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+namespace cn::kernels {
+
+at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
+
+// Whether rope_attention uses its CUDA path on CUDA tensors: off until measured (docs/benchmarks.md);
+// CN_ROPE_ATTENTION=1 turns it on (read once). It changes the last bits of fused mode, never its batch invariance.
+bool rope_attention_cuda_enabled();
+
+// Whether the CUDA path takes S tokens of head dim dk (its shared memory holds K and V of one series and head).
+bool rope_attention_fits(int64_t S, int64_t dk);
+
+namespace rope_attention_detail {
+constexpr int kWarps = 4;            // per block
+constexpr int kQueriesPerBlock = 8;  // kWarps warps, one query at a time each
+constexpr int64_t kMaxShared = 160 * 1024;
+// fp32 shared memory of one block: K rotated [S][dk + 1] (padded: a lane per key reads without bank conflicts),
+// V [S][dk], its queries rotated [8][dk], one score row [S] per warp, the key mask [S].
+constexpr int64_t shared_bytes(int64_t S, int64_t dk) { return 4 * (S * (dk + 1) + S * dk + kQueriesPerBlock * dk + kWarps * S + S); }
+}  // namespace rope_attention_detail
+
+at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
+#ifdef CN_WITH_CUDA
+at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
+#endif
+
+}  // namespace cn::kernels
