@@ -55,17 +55,17 @@ cudaDataType_t cuda_type(at::ScalarType t) {
 struct Descs {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    Descs(at::ScalarType dt, int64_t N, int64_t K, int64_t M, int64_t ldx, const void* bias) {
+    Descs(at::ScalarType dt, int64_t N, int64_t K, int64_t M, int64_t ldx, const void* bias, bool relu) {
         const cudaDataType_t t = cuda_type(dt);
         check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
         const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
         check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA");
         check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "set TRANSB");
-        if (bias) {
-            const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+        if (bias || relu) {
+            const cublasLtEpilogue_t e = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : CUBLASLT_EPILOGUE_RELU;
             check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)), "set EPILOGUE");
-            check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "set BIAS_POINTER");
         }
+        if (bias) check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "set BIAS_POINTER");
         check(cublasLtMatrixLayoutCreate(&a, t, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K), "layout A");
         check(cublasLtMatrixLayoutCreate(&b, t, static_cast<uint64_t>(K), static_cast<uint64_t>(M), ldx), "layout B");
         check(cublasLtMatrixLayoutCreate(&c, t, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N), "layout C");
@@ -80,7 +80,7 @@ struct Descs {
     Descs& operator=(const Descs&) = delete;
 };
 
-using Key = std::tuple<int, int, int64_t, int64_t, bool>;  // device, dtype, N, K, bias
+using Key = std::tuple<int, int, int64_t, int64_t, bool, bool>;  // device, dtype, N, K, bias, ReLU
 
 struct Choice {
     cublasLtMatmulAlgo_t algo{};
@@ -111,13 +111,14 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
 // not split K and is valid for 1, 34 and 65536 rows; its workspace is the largest any of those row counts needs
 // (a per-call allocation of that size; split-K is what would make a workspace change the arithmetic, and it is
 // excluded). Chosen once per key, then fixed.
-const Choice& choose(at::ScalarType dt, int64_t N, int64_t K, bool bias, int device, cublasLtHandle_t handle, const void* bias_ptr) {
+const Choice& choose(at::ScalarType dt, int64_t N, int64_t K, bool bias, bool relu, int device, cublasLtHandle_t handle,
+                     const void* bias_ptr) {
     static std::mutex mu;
     static std::map<Key, Choice> cache;
-    const Key key{device, static_cast<int>(dt), N, K, bias};
+    const Key key{device, static_cast<int>(dt), N, K, bias, relu};
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
-    Descs d(dt, N, K, reference_rows(dt), K, bias ? bias_ptr : nullptr);
+    Descs d(dt, N, K, reference_rows(dt), K, bias ? bias_ptr : nullptr, relu);
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kMaxWorkspace, sizeof(kMaxWorkspace)),
@@ -141,7 +142,7 @@ const Choice& choose(at::ScalarType dt, int64_t N, int64_t K, bool bias, int dev
         bool ok = true;
         size_t workspace = results[static_cast<size_t>(i)].workspaceSize;
         for (int64_t m : {int64_t{1}, int64_t{34}, int64_t{65536}}) {
-            Descs dm(dt, N, K, m, K, bias ? bias_ptr : nullptr);
+            Descs dm(dt, N, K, m, K, bias ? bias_ptr : nullptr, relu);
             cublasLtMatmulHeuristicResult_t r{};
             const cublasStatus_t c = cublasLtMatmulAlgoCheck(handle, dm.op, dm.a, dm.b, dm.c, dm.c, &algo, &r);
             if (c != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kMaxWorkspace) {
@@ -171,15 +172,15 @@ bool rows_gemm_enabled(at::ScalarType dtype) {
     return setting == 1 || (setting == -1 && dtype != at::kFloat);
 }
 
-std::string rows_gemm_config(const at::Tensor& w, bool bias) {
+std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu) {
     const c10::cuda::CUDAGuard guard(w.device());
     const at::Tensor b = bias ? at::empty({w.size(0)}, w.options()) : at::Tensor();
-    return choose(w.scalar_type(), w.size(0), w.size(1), bias, w.device().index(), at::cuda::getCurrentCUDABlasLtHandle(),
+    return choose(w.scalar_type(), w.size(0), w.size(1), bias, relu, w.device().index(), at::cuda::getCurrentCUDABlasLtHandle(),
                   bias ? b.const_data_ptr() : nullptr)
         .description;
 }
 
-at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b) {
+at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, bool relu) {
     if (!x_in.is_cuda() || !w.is_cuda() || w.dim() != 2 || x_in.size(-1) != w.size(1) || x_in.scalar_type() != w.scalar_type() ||
         !w.is_contiguous() || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0) || b.scalar_type() != w.scalar_type()))) {
         fail(Status::kInternal, "rows_gemm: CUDA x [..., K], w [N, K] contiguous, b [N], one dtype");
@@ -202,8 +203,8 @@ at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tens
     const c10::cuda::CUDAGuard guard(x.device());
     cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
     const void* bias = bc.defined() ? bc.const_data_ptr() : nullptr;
-    const Choice& choice = choose(x.scalar_type(), N, K, bias != nullptr, x.device().index(), handle, bias);
-    Descs d(x.scalar_type(), N, K, M, K, bias);
+    const Choice& choice = choose(x.scalar_type(), N, K, bias != nullptr, relu, x.device().index(), handle, bias);
+    Descs d(x.scalar_type(), N, K, M, K, bias, relu);
     const float alpha = 1.0f, beta = 0.0f;
     size_t ws = choice.workspace;
     if (M > 65536) {  // beyond the row counts checked at choice time: check this one (same configuration)

@@ -1,6 +1,6 @@
 // rows_gemm — y = x W^T (+ b) over every row of x at once, computed so that each output row depends only on its
 // own input row: one cuBLASLt kernel configuration (algorithm, tile, stages, split-K 1) is chosen
-// per (dtype, N, K, bias) once, at a fixed reference row count, and then used for EVERY row count (its workspace,
+// per (dtype, N, K, bias, ReLU) once, at a fixed reference row count, and then used for EVERY row count (its workspace,
 // if any, sized for the largest row count checked; never split-K). A row's dot
 // products therefore run the same instructions in the same K order whether the call has 34 rows or 34,000, so
 // a series' result is bit-identical whatever other series share its call (the batch invariance Chronos-2's
@@ -20,11 +20,13 @@
 
 namespace cn::kernels {
 
-at::Tensor rows_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+// relu: max(0, ·) in the epilogue, after the bias and before the rounding (cuBLASLt's RELU / RELU_BIAS epilogue; the
+// configuration is chosen for that epilogue, so it is part of the key).
+at::Tensor rows_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, bool relu = false);
 
 // A one-line description of the configuration rows_gemm uses for this weight (and bias presence): algorithm id,
 // tile, stages, split-K. For tests and benchmarks.
-std::string rows_gemm_config(const at::Tensor& w, bool bias);
+std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu = false);
 
 // Whether series_linear's CUDA path uses rows_gemm (one launch over all rows) instead of one GEMM per series, for
 // weights of this dtype. Default: bf16/f16 yes, f32 no (measured on an H100, docs/benchmarks.md: bf16 is as fast

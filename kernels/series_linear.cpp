@@ -11,7 +11,6 @@
 
 #include "core/common/status.h"
 #include "kernels/rows_gemm.h"
-#include "kernels/tile_gemm.h"
 
 // MKL's per-thread thread count (exported by libtorch_cpu.so when the wheel links MKL). Weak: null without MKL.
 extern "C" int MKL_Set_Num_Threads_Local(int nt) __attribute__((weak));  // mkl_service.h: mkl_set_num_threads_local
@@ -59,14 +58,9 @@ at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const
     at::Tensor out = at::empty(shape, x.options());
     const at::Tensor wt = w.t();
     if (!x.is_cpu()) {
-        // One launch over every row of every series, batch-invariant by its instruction chain (tile_gemm.h) or by
-        // its fixed configuration (rows_gemm.h).
-        if (tile_gemm_enabled(x.scalar_type()) && tile_gemm_fits(w)) return tile_gemm(x, w, b, relu);
 #ifdef CN_WITH_CUDA
-        if (rows_gemm_enabled(x.scalar_type())) {
-            at::Tensor y = rows_gemm(x, w, b);
-            return relu ? y.relu_() : y;
-        }
+        // One launch over every row of every series, batch-invariant by its fixed configuration (rows_gemm.h).
+        if (rows_gemm_enabled(x.scalar_type())) return rows_gemm(x, w, b, relu);
 #endif
         for (int64_t i = 0; i < n; ++i) gemm_into(out.select(dim, i), x.select(dim, i), wt, b);
         return relu ? out.relu_() : out;

@@ -11,14 +11,10 @@
 //   alignment: core/runtime/cpu_numerics.h), so neither the batch nor the thread count changes a bit.
 //   (A multi-threaded MKL GEMM splits its work by the thread count, and on AMD processors MKL's "strict"
 //   reproducibility mode does not prevent that: 1 vs 4 threads differed in the last bit.)
-// CUDA, the first that applies:
-//   - tile_gemm (kernels/tile_gemm.h): one CUTLASS launch over all rows, each element the same instruction chain
-//     whatever the tile; when tile_gemm_enabled(dtype) (CN_TILE_GEMM) and the weight fits;
-//   - rows_gemm (kernels/rows_gemm.h): one launch over all rows with one pinned cuBLASLt configuration; by
-//     default for bf16/f16 (CN_ROWS_GEMM=1 / 0 sets it on / off for every dtype);
-//   - one cuBLAS GEMM per series into its slice of the output (cuBLAS picks its kernel by shape alone).
-//   Each is batch-invariant; which one runs depends on the settings, dtype and weight, never on the rows.
-// relu: max(0, ·) of the result (in tile_gemm's epilogue; elsewhere in place after the GEMMs: the same values).
+// CUDA: bf16/f16 run one rows_gemm launch over all rows (one pinned cuBLASLt configuration: kernels/rows_gemm.h);
+//   f32 runs one cuBLAS GEMM per series into its slice of the output (cuBLAS picks its kernel by shape alone).
+//   CN_ROWS_GEMM=1 / 0 sets rows_gemm on / off for every dtype. Either way batch-invariant.
+// relu: max(0, ·) of the result (rows_gemm: in the GEMM's epilogue; elsewhere in place after the GEMMs).
 #pragma once
 
 #include <cstdint>

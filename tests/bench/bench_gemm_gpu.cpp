@@ -1,7 +1,7 @@
-// The batch-invariant GEMMs on Chronos-2 base's linear layers, per row count: kernels/tile_gemm (every tile, and the
-// tile it picks), kernels/rows_gemm (one pinned cuBLASLt configuration) and at::linear (cuBLAS's heuristic per
-// shape: not batch-invariant, the yardstick). Each call is captured 20 times in one CUDA graph; GPU µs per call,
-// median of 15 replays; TFLOP/s of the best tile_gemm tile. Not a test: run by hand on a GPU (docs/benchmarks.md).
+// The batch-invariant GEMM on Chronos-2 base's linear layers, per row count: kernels/rows_gemm (one pinned cuBLASLt
+// configuration, ReLU in its epilogue) against at::linear (cuBLAS's heuristic per shape, not batch-invariant: the
+// yardstick) followed by an in-place ReLU where the layer has one. Each call is captured 20 times in one CUDA graph;
+// GPU µs per call, median of 15 replays. Not a test: run by hand on a GPU (docs/benchmarks.md).
 //   cn_bench_gemm [bf16|f16|f32]    # prints a Markdown table
 #include <algorithm>
 #include <cstdio>
@@ -16,12 +16,10 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/randn.h>
-#include <ATen/ops/relu.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/rows_gemm.h"
-#include "kernels/tile_gemm.h"
 
 namespace {
 
@@ -71,35 +69,22 @@ int main(int argc, char** argv) {
     const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
     std::printf("device: %s, dtype %s; GPU us per call (CUDA graph of %d calls, median of 15 replays)\n\n", prop->name, which.c_str(),
                 kReps);
-    std::printf("| layer | rows | tile 0 %s | tile 1 %s | tile 2 %s | tile 3 %s | picked | rows_gemm | at::linear | best tile TFLOP/s |\n",
-                cn::kernels::tile_gemm_tile_name(dt, 0), cn::kernels::tile_gemm_tile_name(dt, 1), cn::kernels::tile_gemm_tile_name(dt, 2),
-                cn::kernels::tile_gemm_tile_name(dt, 3));
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| layer | rows | rows_gemm (us) | at::linear (us) | ratio | rows_gemm TFLOP/s |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|\n");
     const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dt);
     for (const Layer& l : layers) {
         const at::Tensor w = (at::randn({l.N, l.K}, opts.dtype(at::kFloat)) * 0.03).to(dt);
         const at::Tensor b = l.bias ? at::randn({l.N}, opts.dtype(at::kFloat)).to(dt) : at::Tensor();
         for (int64_t m : rows) {
             const at::Tensor x = at::randn({m, l.K}, opts.dtype(at::kFloat)).to(dt);
-            double t[4];
-            double best = 1e30;
-            for (int tile = 0; tile < 4; ++tile) {
-                t[tile] = time_us([&] { cn::kernels::tile_gemm(x, w, b, l.relu, tile); });
-                best = std::min(best, t[tile]);
-            }
-            const int picked = cn::kernels::tile_gemm_pick(dt, m, l.N);
-            const double rg = time_us([&] {
-                at::Tensor y = cn::kernels::rows_gemm(x, w, b);
-                if (l.relu) y.relu_();
-            });
+            const double rg = time_us([&] { cn::kernels::rows_gemm(x, w, b, l.relu); });
             const double lin = time_us([&] {
                 at::Tensor y = at::linear(x, w, b);
                 if (l.relu) y.relu_();
             });
-            const double tflops = 2.0 * static_cast<double>(m) * l.N * l.K / (best * 1e-6) / 1e12;
-            std::printf("| %s (%lld x %lld) | %lld | %.1f | %.1f | %.1f | %.1f | %d (%.1f) | %.1f | %.1f | %.1f |\n", l.name,
-                        static_cast<long long>(l.N), static_cast<long long>(l.K), static_cast<long long>(m), t[0], t[1], t[2], t[3], picked,
-                        t[picked], rg, lin, tflops);
+            const double tflops = 2.0 * static_cast<double>(m) * l.N * l.K / (rg * 1e-6) / 1e12;
+            std::printf("| %s (%lld x %lld) | %lld | %.1f | %.1f | %.2f | %.1f |\n", l.name, static_cast<long long>(l.N),
+                        static_cast<long long>(l.K), static_cast<long long>(m), rg, lin, rg / lin, tflops);
             std::fflush(stdout);
         }
     }

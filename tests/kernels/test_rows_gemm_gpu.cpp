@@ -1,7 +1,8 @@
 // GPU (ctest label "gpu"): kernels/rows_gemm.h. Every output row is bit-identical whatever the number of rows in
 // the call (the same rows computed in calls of 1, 34, 35, 2 x 34 + 1, 34 x 64 and 34 x 1024 rows, at different
 // offsets), and close to an fp64 reference (f32: fp32 products and sums, no TF32; bf16: fp32 accumulation,
-// one rounding). The Chronos-2 base shapes (K 768 / 3072, N 768 / 2304 / 3072), with and without bias.
+// one rounding). The Chronos-2 base shapes (K 48 / 768 / 3072, N 768 / 2304 / 3072), with and without bias, with and
+// without the ReLU epilogue.
 // Skips without CUDA.
 #include <gtest/gtest.h>
 
@@ -29,37 +30,40 @@ TEST(RowsGemmGpu, RowsAreBitIdenticalForEveryRowCountAndCloseToFp64) {
     if (!at::hasCUDA()) GTEST_SKIP() << "SKIPPED: no CUDA device";
     struct Shape {
         int64_t N, K;
-        bool bias;
+        bool bias, relu;
     };
     for (auto dtype : {at::kFloat, at::kBFloat16}) {
-        for (const Shape& s : {Shape{768, 768, false}, Shape{2304, 768, false}, Shape{3072, 768, false}, Shape{768, 3072, false},
-                               Shape{256, 768, true}, Shape{96, 40, true}}) {
-            SCOPED_TRACE(std::string(c10::toString(dtype)) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K));
+        for (const Shape& s :
+             {Shape{768, 768, false, false}, Shape{2304, 768, false, false}, Shape{3072, 768, false, false}, Shape{768, 3072, false, false},
+              Shape{256, 768, true, false}, Shape{96, 40, true, false}, Shape{3072, 768, false, true}, Shape{3072, 48, true, true}}) {
+            SCOPED_TRACE(std::string(c10::toString(dtype)) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) +
+                         (s.relu ? " relu" : ""));
             at::manual_seed(1);
             const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
             const at::Tensor w = (at::randn({s.N, s.K}, opts.dtype(at::kFloat)) / std::sqrt(static_cast<double>(s.K))).to(dtype);
             const at::Tensor b = s.bias ? at::randn({s.N}, opts.dtype(at::kFloat)).to(dtype) : at::Tensor();
             const at::Tensor rows = at::randn({34, s.K}, opts.dtype(at::kFloat)).to(dtype);  // the rows under test
-            const at::Tensor alone = cn::kernels::rows_gemm(rows, w, b).cpu();
-            std::printf("  %s\n", cn::kernels::rows_gemm_config(w, s.bias).c_str());
+            const at::Tensor alone = cn::kernels::rows_gemm(rows, w, b, s.relu).cpu();
+            std::printf("  %s\n", cn::kernels::rows_gemm_config(w, s.bias, s.relu).c_str());
             for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{34}, int64_t{34 * 63}, int64_t{34 * 1023}}) {
                 const at::Tensor pre = at::randn({before, s.K}, opts.dtype(at::kFloat)).to(dtype);
                 const at::Tensor post = at::randn({before % 7, s.K}, opts.dtype(at::kFloat)).to(dtype);
                 const at::Tensor x = at::cat({pre, rows, post}, 0);
-                const at::Tensor got = cn::kernels::rows_gemm(x, w, b).slice(0, before, before + 34).cpu();
+                const at::Tensor got = cn::kernels::rows_gemm(x, w, b, s.relu).slice(0, before, before + 34).cpu();
                 EXPECT_EQ(std::memcmp(got.const_data_ptr(), alone.const_data_ptr(), alone.nbytes()), 0) << before << " rows before";
             }
             // One row alone, and a 3-D input with series along dim 1.
-            EXPECT_EQ(std::memcmp(cn::kernels::rows_gemm(rows.slice(0, 5, 6), w, b).cpu().const_data_ptr(), alone[5].const_data_ptr(),
-                                  alone[5].nbytes()),
+            EXPECT_EQ(std::memcmp(cn::kernels::rows_gemm(rows.slice(0, 5, 6), w, b, s.relu).cpu().const_data_ptr(),
+                                  alone[5].const_data_ptr(), alone[5].nbytes()),
                       0);
             const at::Tensor three = at::cat({rows.unsqueeze(1), rows.unsqueeze(1)}, 1);  // [34, 2, K]
-            EXPECT_EQ(std::memcmp(cn::kernels::rows_gemm(three, w, b).select(1, 1).contiguous().cpu().const_data_ptr(),
+            EXPECT_EQ(std::memcmp(cn::kernels::rows_gemm(three, w, b, s.relu).select(1, 1).contiguous().cpu().const_data_ptr(),
                                   alone.const_data_ptr(), alone.nbytes()),
                       0);
             // Against fp64.
             at::Tensor ref = at::matmul(rows.to(at::kDouble), w.to(at::kDouble).t());
             if (s.bias) ref = ref + b.to(at::kDouble);
+            if (s.relu) ref = ref.clamp_min(0.0);
             const double err = (alone.to(at::kDouble) - ref.cpu()).abs().max().item<double>();
             const double scale = ref.abs().max().item<double>();
             EXPECT_LT(err, (dtype == at::kFloat ? 1e-5 : 1e-2) * scale) << "max abs error " << err;
