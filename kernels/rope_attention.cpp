@@ -42,18 +42,29 @@ at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bia
 bool rope_attention_cuda_enabled() {
     static const bool on = [] {
         const char* v = std::getenv("CN_ROPE_ATTENTION");
-        return v && std::string(v) == "1";
+        return !(v && std::string(v) == "0");
     }();
     return on;
 }
 
-at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H) {
+at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H, const at::Tensor& table) {
 #ifdef CN_WITH_CUDA
     check(qkv, bias, inv_freq, H);
     if (qkv.is_cuda() && rope_attention_cuda_enabled() && rope_attention_fits(qkv.size(1), qkv.size(2) / (3 * H)))
-        return rope_attention_cuda(qkv, bias, inv_freq, H);
+        return rope_attention_cuda(qkv, bias, inv_freq, H, table);
+#else
+    (void)table;
 #endif
     return rope_attention_composite(qkv, bias, inv_freq, H);
+}
+
+at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype) {
+#ifdef CN_WITH_CUDA
+    if (inv_freq.is_cuda() && rope_attention_cuda_enabled()) return rope_attention_table_cuda(inv_freq, S, dtype);
+#else
+    (void)inv_freq, (void)S, (void)dtype;
+#endif
+    return {};
 }
 
 }  // namespace cn::kernels

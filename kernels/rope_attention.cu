@@ -18,18 +18,29 @@ using cuda::to_f;
 using rope_attention_detail::kQueriesPerBlock;
 using rope_attention_detail::kWarps;
 
-// x * c - y * n and y * c + x * n, rounded to T after every op (kernels/rope.h).
+// (round_T(cos f), round_T(sin f)), f = inv[i] * s: one thread per (s, i), as rope_kernel computes them (kernels/rope.cu).
 template <class T>
-__device__ __forceinline__ void rotate(float x1, float x2, float c, float n, float& y1, float& y2) {
-    y1 = round_to<T>(round_to<T>(__fmul_rn(x1, c)) - round_to<T>(__fmul_rn(x2, n)));
-    y2 = round_to<T>(round_to<T>(__fmul_rn(x2, c)) + round_to<T>(__fmul_rn(x1, n)));
+__global__ void rope_table_kernel(const float* __restrict__ inv, float2* __restrict__ table, int S, int half) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= S * half) return;
+    const int s = t / half, i = t % half;
+    const float f = inv[i] * static_cast<float>(s);
+    table[t] = make_float2(round_to<T>(cosf(f)), round_to<T>(sinf(f)));
 }
 
-// grid (B * H, ceil(S / kQueriesPerBlock)), kWarps warps.
+// x * c - y * n and y * c + x * n, rounded to T after every op (kernels/rope.h).
+template <class T>
+__device__ __forceinline__ void rotate(float x1, float x2, float2 cs, float& y1, float& y2) {
+    y1 = round_to<T>(round_to<T>(__fmul_rn(x1, cs.x)) - round_to<T>(__fmul_rn(x2, cs.y)));
+    y2 = round_to<T>(round_to<T>(__fmul_rn(x2, cs.x)) + round_to<T>(__fmul_rn(x1, cs.y)));
+}
+
+// grid (B * H, ceil(S / kQueriesPerBlock)), kWarps warps. Every sum below has a fixed order for a given (S, dk):
+// nothing depends on the batch.
 template <class T>
 __global__ void __launch_bounds__(kWarps * 32)
-    rope_attention_kernel(const T* __restrict__ qkv, const T* __restrict__ bias, const float* __restrict__ inv, T* __restrict__ out, int S,
-                          int H, int dk) {
+    rope_attention_kernel(const T* __restrict__ qkv, const T* __restrict__ bias, const float2* __restrict__ table, T* __restrict__ out,
+                          int S, int H, int dk) {
     extern __shared__ float sm[];
     const int b = blockIdx.x / H, h = blockIdx.x % H;
     const int q0 = blockIdx.y * kQueriesPerBlock;
@@ -45,17 +56,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     // K rotated and V of every token; q rotated for this block's queries.
     for (int t = threadIdx.x; t < S * half; t += blockDim.x) {
         const int s = t / half, i = t % half;
-        const T* row = base + static_cast<int64_t>(s) * 3 * I;
-        const float f = inv[i] * static_cast<float>(s);
-        const float c = round_to<T>(cosf(f)), n = round_to<T>(sinf(f));
+        const T* row = base + static_cast<int64_t>(s) * 3 * I + h * dk;
+        const float2 cs = table[t];
         float y1, y2;
-        rotate<T>(to_f(row[I + h * dk + i]), to_f(row[I + h * dk + i + half]), c, n, y1, y2);
+        rotate<T>(to_f(row[I + i]), to_f(row[I + i + half]), cs, y1, y2);
         ks[s * kstride + i] = y1;
         ks[s * kstride + i + half] = y2;
-        vs[s * dk + i] = to_f(row[2 * I + h * dk + i]);
-        vs[s * dk + i + half] = to_f(row[2 * I + h * dk + i + half]);
+        vs[s * dk + i] = to_f(row[2 * I + i]);
+        vs[s * dk + i + half] = to_f(row[2 * I + i + half]);
         if (s >= q0 && s < q0 + nq) {
-            rotate<T>(to_f(row[h * dk + i]), to_f(row[h * dk + i + half]), c, n, y1, y2);
+            rotate<T>(to_f(row[i]), to_f(row[i + half]), cs, y1, y2);
             qs[(s - q0) * dk + i] = y1;
             qs[(s - q0) * dk + i + half] = y2;
         }
@@ -65,15 +75,25 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float* row_sc = sc + warp * S;
+    const int d4 = dk & ~3;
     for (int qi = warp; qi < nq; qi += kWarps) {
         const float* q = qs + qi * dk;
-        // Scores: a lane per key, each a sequential fp32 sum over the head dim.
+        // Scores: a lane per key; the dot product over dk as four partial sums (d mod 4), combined in a fixed order.
         float mx = -FLT_MAX;
         for (int j = lane; j < S; j += 32) {
             const float* k = ks + j * kstride;
-            float acc = 0.0f;
-            for (int d = 0; d < dk; ++d) acc = fmaf(q[d], k[d], acc);
-            acc += mask[j];
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            for (int d = 0; d < d4; d += 4) {
+                a0 = fmaf(q[d], k[d], a0);
+                a1 = fmaf(q[d + 1], k[d + 1], a1);
+                a2 = fmaf(q[d + 2], k[d + 2], a2);
+                a3 = fmaf(q[d + 3], k[d + 3], a3);
+            }
+            if (d4 < dk) {  // dk = 4m + 2
+                a0 = fmaf(q[d4], k[d4], a0);
+                a1 = fmaf(q[d4 + 1], k[d4 + 1], a1);
+            }
+            const float acc = ((a0 + a1) + (a2 + a3)) + mask[j];
             row_sc[j] = acc;
             mx = fmaxf(mx, acc);
         }
@@ -86,12 +106,27 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
         __syncwarp();
-        // Output: a lane per dimension, a sequential sum over the keys.
+        // Output: a lane per dimension (two at a time); the sum over keys as two partial sums (even and odd keys).
         T* o_row = out + (static_cast<int64_t>(b) * S + q0 + qi) * I + h * dk;
-        for (int d = lane; d < dk; d += 32) {
-            float acc = 0.0f;
-            for (int j = 0; j < S; ++j) acc = fmaf(row_sc[j], vs[j * dk + d], acc);
-            o_row[d] = from_f<T>(acc / l);
+        for (int d = lane; d < dk; d += 64) {
+            const bool second = d + 32 < dk;
+            float e0 = 0.0f, e1 = 0.0f, f0 = 0.0f, f1 = 0.0f;
+            int j = 0;
+            for (; j + 1 < S; j += 2) {
+                const float p0 = row_sc[j], p1 = row_sc[j + 1];
+                e0 = fmaf(p0, vs[j * dk + d], e0);
+                e1 = fmaf(p1, vs[(j + 1) * dk + d], e1);
+                if (second) {
+                    f0 = fmaf(p0, vs[j * dk + d + 32], f0);
+                    f1 = fmaf(p1, vs[(j + 1) * dk + d + 32], f1);
+                }
+            }
+            if (j < S) {
+                e0 = fmaf(row_sc[j], vs[j * dk + d], e0);
+                if (second) f0 = fmaf(row_sc[j], vs[j * dk + d + 32], f0);
+            }
+            o_row[d] = from_f<T>((e0 + e1) / l);
+            if (second) o_row[d + 32] = from_f<T>((f0 + f1) / l);
         }
         __syncwarp();
     }
@@ -99,11 +134,34 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H) {
+at::Tensor rope_attention_table_cuda(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype) {
+    const int64_t half = inv_freq.size(0);
+    at::Tensor table = at::empty({S, half, 2}, inv_freq.options().dtype(at::kFloat));
+    if (S == 0 || half == 0) return table;
+    if (S * half > INT32_MAX) fail(Status::kInternal, "rope_attention_table: too many positions");
+    const c10::cuda::CUDAGuard guard(inv_freq.device());
+    const int threads = 256;
+    const int blocks = static_cast<int>((S * half + threads - 1) / threads);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    CN_DISPATCH_FLOAT_TYPES(dtype, "rope_attention_table", [&] {
+        rope_table_kernel<scalar_t><<<blocks, threads, 0, stream>>>(
+            inv_freq.const_data_ptr<float>(), reinterpret_cast<float2*>(table.data_ptr()), static_cast<int>(S), static_cast<int>(half));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+    return table;
+}
+
+at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H,
+                               const at::Tensor& table_in) {
     const int64_t B = qkv.size(0), S = qkv.size(1), dk = qkv.size(2) / (3 * H);
     at::Tensor out = at::empty({B, S, H * dk}, qkv.options());
     if (B == 0 || S == 0) return out;
     if (!rope_attention_fits(S, dk) || B * H > INT32_MAX) fail(Status::kInternal, "rope_attention: shape beyond the CUDA path");
+    const at::Tensor table = table_in.defined() ? table_in : rope_attention_table_cuda(inv_freq, S, qkv.scalar_type());
+    if (table.dim() != 3 || table.size(0) < S || table.size(1) != dk / 2 || table.size(2) != 2 || table.scalar_type() != at::kFloat ||
+        !table.is_contiguous() || table.device() != qkv.device()) {
+        fail(Status::kInternal, "rope_attention: table must be rope_attention_table(inv_freq, S, dtype)");
+    }
     const c10::cuda::CUDAGuard guard(qkv.device());
     const size_t shared = static_cast<size_t>(rope_attention_detail::shared_bytes(S, dk));
     const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((S + kQueriesPerBlock - 1) / kQueriesPerBlock));
@@ -112,10 +170,10 @@ at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, co
         auto kernel = rope_attention_kernel<scalar_t>;
         if (shared > 48 * 1024)
             C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-        kernel<<<grid, kWarps * 32, shared, stream>>>(reinterpret_cast<const scalar_t*>(qkv.const_data_ptr()),
-                                                      reinterpret_cast<const scalar_t*>(bias.const_data_ptr()),
-                                                      inv_freq.const_data_ptr<float>(), reinterpret_cast<scalar_t*>(out.data_ptr()),
-                                                      static_cast<int>(S), static_cast<int>(H), static_cast<int>(dk));
+        kernel<<<grid, kWarps * 32, shared, stream>>>(
+            reinterpret_cast<const scalar_t*>(qkv.const_data_ptr()), reinterpret_cast<const scalar_t*>(bias.const_data_ptr()),
+            reinterpret_cast<const float2*>(table.const_data_ptr()), reinterpret_cast<scalar_t*>(out.data_ptr()), static_cast<int>(S),
+            static_cast<int>(H), static_cast<int>(dk));
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     return out;

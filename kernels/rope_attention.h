@@ -8,9 +8,9 @@
 // Semantics: q and k rotated exactly as kernels::rope_ does (rounded to T), then per query, in fp32: scores
 // q·k_j + bias_j, softmax, the weighted sum of v, one rounding to T. Equal to the composite (rope_ + SDPA +
 // merge) up to fp32 rounding of the softmax.
-// CUDA path (rope_attention_fits): one block per (series, head, 8 queries), K (rotated) and V of the series and
-// head in shared memory; a lane per key for the scores (each a sequential fp32 sum over dk), a lane per
-// dimension for the output (a sequential sum over keys). Nothing is reduced across series, so a series' output
+// CUDA path (rope_attention_fits): one block per (series, head, 16 queries), K (rotated) and V of the series and
+// head in shared memory; a warp per query: a lane per key for the scores (a fixed-order fp32 sum over dk in four
+// interleaved partial sums), a lane per dimension for the output (two interleaved partial sums over the keys). Nothing is reduced across series, so a series' output
 // never depends on the rest of the batch. CPU path, and shapes the CUDA path does not take (too long for its shared
 // memory): the composite: kernels::rope_, at::scaled_dot_product_attention, merge.
 #pragma once
@@ -21,10 +21,18 @@
 
 namespace cn::kernels {
 
-at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
+// `table`: rope_attention_table(inv_freq, S, dtype) made once per pass and shared by its layers (optional: the CUDA
+// path makes it when undefined; the composite ignores it).
+at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
+                          const at::Tensor& table = {});
 
-// Whether rope_attention uses its CUDA path on CUDA tensors: off until measured (docs/benchmarks.md);
-// CN_ROPE_ATTENTION=1 turns it on (read once). It changes the last bits of fused mode, never its batch invariance.
+// RoPE's rounded cos and sin for positions 0..S-1: [S, dk/2, 2] fp32 on inv_freq's device, (round_T(cos f),
+// round_T(sin f)) with f = inv_freq[i] * s in fp32, as kernels::rope_ computes them on that device. Undefined on
+// the CPU (the composite computes its own).
+at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
+
+// Whether rope_attention uses its CUDA path on CUDA tensors: yes unless CN_ROPE_ATTENTION=0 (read once; measured
+// in docs/benchmarks.md). It changes the last bits of fused mode, never its batch invariance.
 bool rope_attention_cuda_enabled();
 
 // Whether the CUDA path takes S tokens of head dim dk (its shared memory holds K and V of one series and head).
@@ -35,13 +43,15 @@ constexpr int kWarps = 4;            // per block
 constexpr int kQueriesPerBlock = 8;  // kWarps warps, one query at a time each
 constexpr int64_t kMaxShared = 160 * 1024;
 // fp32 shared memory of one block: K rotated [S][dk + 1] (padded: a lane per key reads without bank conflicts),
-// V [S][dk], its queries rotated [8][dk], one score row [S] per warp, the key mask [S].
+// V [S][dk], its queries rotated [16][dk], one score row [S] per warp, the key mask [S].
 constexpr int64_t shared_bytes(int64_t S, int64_t dk) { return 4 * (S * (dk + 1) + S * dk + kQueriesPerBlock * dk + kWarps * S + S); }
 }  // namespace rope_attention_detail
 
 at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
 #ifdef CN_WITH_CUDA
-at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
+at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
+                               const at::Tensor& table = {});
+at::Tensor rope_attention_table_cuda(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
 #endif
 
 }  // namespace cn::kernels

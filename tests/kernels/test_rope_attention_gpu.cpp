@@ -29,7 +29,8 @@ TEST(RopeAttentionGpu, MatchesReferenceAndCompositeAndIsBatchInvariant) {
                                           {2, 133, 12, 64},
                                           {1, 1, 2, 8},
                                           {4, 40, 3, 16},
-                                          {2, 70, 4, 128}}) {
+                                          {2, 70, 4, 128},
+                                          {2, 5, 2, 6}}) {
             SCOPED_TRACE(std::string(c10::toString(dt)) + " B " + std::to_string(B) + " S " + std::to_string(S) + " H " +
                          std::to_string(H) + " dk " + std::to_string(dk));
             ASSERT_TRUE(cn::kernels::rope_attention_fits(S, dk));
@@ -44,6 +45,11 @@ TEST(RopeAttentionGpu, MatchesReferenceAndCompositeAndIsBatchInvariant) {
             const at::Tensor inv = cn::layers::rope_inv_freq(dk, 10000.0, at::kCUDA);
             const at::Tensor got = cn::kernels::rope_attention_cuda(qkv, bias, inv, H);
             const at::Tensor comp = cn::kernels::rope_attention_composite(qkv.clone(), bias, inv, H);
+            // A table made once and passed in (as the fused pass does) gives the same bits.
+            const at::Tensor table = cn::kernels::rope_attention_table_cuda(inv, S, dt);
+            const at::Tensor with_table = cn::kernels::rope_attention_cuda(qkv, bias, inv, H, table).cpu();
+            const at::Tensor g = got.cpu();
+            EXPECT_EQ(std::memcmp(g.const_data_ptr(), with_table.const_data_ptr(), g.nbytes()), 0) << "explicit table";
             const double scale = comp.abs().max().item<double>();
             const double vs_comp = (got.to(at::kDouble) - comp.to(at::kDouble)).abs().max().item<double>();
             EXPECT_LT(vs_comp, (dt == at::kFloat ? 1e-5 : 2e-2) * scale) << "against the composite";

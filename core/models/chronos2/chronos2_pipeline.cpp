@@ -44,12 +44,12 @@ struct Task {
     int64_t rows() const { return static_cast<int64_t>(targets.size() + past_only.size() + known_future.size()); }
 };
 
-struct PreparedTask {
-    at::Tensor context;  // [rows, T] fp32 CPU, truncated to the context length
-    at::Tensor future;   // [rows, H] fp32 CPU
-    int64_t n_targets = 0;
-    std::vector<size_t> series;
-};
+// The context steps of a task that reach the model: its longest target's, at most the context length.
+int64_t task_length(const Chronos2Config& cfg, const ForecastRequest& req, const Task& t) {
+    size_t length = 0;
+    for (size_t s : t.targets) length = std::max(length, req.series[s].values.size());
+    return std::min<int64_t>(static_cast<int64_t>(length), cfg.context_length);
+}
 
 std::vector<Task> make_tasks(const ForecastRequest& req) {
     std::vector<Task> tasks;
@@ -146,23 +146,16 @@ Categories collect_all_categories(const std::vector<Task>& tasks) {
     return c;
 }
 
-PreparedTask prepare(const Chronos2Config& cfg, const ForecastRequest& req, const Task& t, const Categories& cats) {
+// Writes a task's rows [targets | past-only covariates | known-future covariates] into a batch's buffers, which
+// hold NaN: `ctx` [rows, L] (each row ends at the last column, shorter rows left-padded with NaN; only the last L
+// <= context_length steps are copied, as the reference truncates, while categorical encodings still see the whole
+// history) and `fut` [rows, H]. L is the batch's longest task_length (the reference left-pads a batch to it).
+void fill_task(const ForecastRequest& req, const Task& t, const Categories& cats, float* ctx, int64_t L, float* fut) {
     const int64_t H = req.horizon;
-    size_t length = 0;
-    for (size_t s : t.targets) length = std::max(length, req.series[s].values.size());
-    const int64_t rows = t.rows();
-    // Only the last context_length steps reach the model (the reference truncates the same way), so only
-    // those are copied; categorical encodings still see the whole history.
-    const int64_t L = std::min<int64_t>(static_cast<int64_t>(length), cfg.context_length);
-    at::Tensor ctx = at::full({rows, L}, kNaN, at::kFloat);
-    at::Tensor fut = at::full({rows, H}, kNaN, at::kFloat);
-    float* c = ctx.data_ptr<float>();
-    float* f = fut.data_ptr<float>();
     int64_t r = 0;
     auto put_past = [&](const std::vector<float>& v) {
-        // Every row ends at the last column (shorter rows are left-padded with NaN); keep its tail.
         const int64_t take = std::min<int64_t>(static_cast<int64_t>(v.size()), L);
-        std::copy(v.end() - take, v.end(), c + r * L + (L - take));
+        std::copy(v.end() - take, v.end(), ctx + r * L + (L - take));
     };
     for (size_t s : t.targets) {
         put_past(req.series[s].values);
@@ -174,36 +167,15 @@ PreparedTask prepare(const Chronos2Config& cfg, const ForecastRequest& req, cons
             const EncodedCovariate e = t.targets.size() == 1 ? target_encode(cov->past_labels, cov->future_labels, first_target)
                                                              : ordinal_encode(cov->past_labels, cov->future_labels, *cats.of.at(cov));
             put_past(e.past);
-            std::copy(e.future.begin(), e.future.end(), f + r * H);
+            std::copy(e.future.begin(), e.future.end(), fut + r * H);
         } else {
             put_past(cov->past);
-            std::copy(cov->future.begin(), cov->future.end(), f + r * H);
+            std::copy(cov->future.begin(), cov->future.end(), fut + r * H);
         }
         ++r;
     };
     for (const auto* cov : t.past_only) put_cov(cov);
     for (const auto* cov : t.known_future) put_cov(cov);
-    PreparedTask p;
-    p.context = ctx;
-    p.future = fut;
-    p.n_targets = static_cast<int64_t>(t.targets.size());
-    p.series = t.targets;
-    return p;
-}
-
-// Left-pads rows with NaN to the longest and stacks them.
-at::Tensor left_pad_cat(const std::vector<at::Tensor>& parts) {
-    int64_t longest = 0;
-    for (const auto& t : parts) longest = std::max(longest, t.size(1));
-    std::vector<at::Tensor> padded;
-    for (const auto& t : parts) {
-        if (t.size(1) < longest) {
-            padded.push_back(at::cat({at::full({t.size(0), longest - t.size(1)}, kNaN, at::kFloat), t}, 1));
-        } else {
-            padded.push_back(t);
-        }
-    }
-    return at::cat(padded, 0);
 }
 
 // Pads (NaN) or trims future covariates to `width` steps; undefined when nothing is known.
@@ -218,14 +190,15 @@ at::Tensor step_future(const at::Tensor& fc, int64_t width) {
 
 bool all_nan(const at::Tensor& t) { return t.numel() == 0 || at::isnan(t).all().item<bool>(); }
 
-// The reference's _predict_batch: [rows, Q, H] fp32 on the device.
+// The reference's _predict_batch: [rows, Q, H] fp32 on the device. `future_known`: whether `future` holds any
+// value (checked on the host before it was copied; when it holds none, no step needs a device-side check).
 at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, at::Tensor context,
-                         at::Tensor group_ids, at::Tensor future, int64_t H, bool singleton, RunContext& run) {
+                         at::Tensor group_ids, at::Tensor future, bool future_known, int64_t H, bool singleton, RunContext& run) {
     const int64_t p = cfg.patch_size;
     auto n_patches = [&](int64_t remaining) { return std::min((remaining + p - 1) / p, cfg.max_output_patches); };
     auto step = [&](const at::Tensor& ctx, const at::Tensor& gid, const at::Tensor& fc, int64_t N) {
         at::Tensor f = step_future(fc, N * p);
-        if (all_nan(f)) f = at::Tensor();  // identical to NaN-filled covariates, cheaper
+        if (!future_known || all_nan(f)) f = at::Tensor();  // identical to NaN-filled covariates, cheaper
         if (opt.graphs) return opt.graphs->run(ctx, gid, f, N, singleton);
         return (opt.fused ? forward_fused : forward)(cfg, w, opt.dtype, ctx, gid, f, N, singleton);
     };
@@ -365,22 +338,29 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
 
     for (const auto& [begin, end] : batches) {
         run.check();
-        std::vector<PreparedTask> prepared;
-        std::vector<at::Tensor> ctx_parts, fut_parts;
+        // The batch's rows, written straight into its two buffers (no per-task tensors).
+        int64_t L = 0, rows = 0;
         std::vector<int64_t> gids;
         bool singleton = true;
         for (size_t t = begin; t < end; ++t) {
-            prepared.push_back(prepare(cfg, req, tasks[t], categories));
-            ctx_parts.push_back(prepared.back().context);
-            fut_parts.push_back(prepared.back().future);
-            const int64_t rows = tasks[t].rows();
-            singleton = singleton && rows == 1;
-            for (int64_t r = 0; r < rows; ++r) gids.push_back(static_cast<int64_t>(t - begin));
+            L = std::max(L, task_length(cfg, req, tasks[t]));
+            const int64_t r = tasks[t].rows();
+            singleton = singleton && r == 1;
+            for (int64_t k = 0; k < r; ++k) gids.push_back(static_cast<int64_t>(t - begin));
+            rows += r;
         }
-        const at::Tensor context = left_pad_cat(ctx_parts).to(opt.device);
-        const at::Tensor future = at::cat(fut_parts, 0).to(opt.device);
+        const at::Tensor context_cpu = at::full({rows, L}, kNaN, at::kFloat);
+        const at::Tensor future_cpu = at::full({rows, H}, kNaN, at::kFloat);
+        for (size_t t = begin, row = 0; t < end; row += static_cast<size_t>(tasks[t].rows()), ++t) {
+            fill_task(req, tasks[t], categories, context_cpu.data_ptr<float>() + static_cast<int64_t>(row) * L, L,
+                      future_cpu.data_ptr<float>() + static_cast<int64_t>(row) * H);
+        }
+        const bool future_known = !all_nan(future_cpu);
+        const at::Tensor context = context_cpu.to(opt.device);
+        const at::Tensor future = future_cpu.to(opt.device);
         const at::Tensor group_ids = at::tensor(gids, at::kLong).to(opt.device);
-        at::Tensor pred = predict_batch(cfg, w, opt, context, group_ids, future, H, singleton, run).to(at::kCPU);  // [rows, Q, H]
+        at::Tensor pred =
+            predict_batch(cfg, w, opt, context, group_ids, future, future_known, H, singleton, run).to(at::kCPU);  // [rows, Q, H]
 
         // Select or interpolate the requested levels: [rows, nq, H].
         if (qmap.subset) {
@@ -391,11 +371,13 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         pred = pred.contiguous();
         const float* src = pred.data_ptr<float>();
         int64_t row = 0;
-        for (const auto& p : prepared) {
-            for (int64_t k = 0; k < p.n_targets; ++k) {
-                std::copy(src + (row + k) * nq * H, src + (row + k + 1) * nq * H, out + p.series[k] * nq * H);
+        for (size_t t = begin; t < end; ++t) {
+            const std::vector<size_t>& targets = tasks[t].targets;
+            for (size_t k = 0; k < targets.size(); ++k) {
+                const int64_t r = row + static_cast<int64_t>(k);
+                std::copy(src + r * nq * H, src + (r + 1) * nq * H, out + targets[k] * nq * H);
             }
-            row += p.context.size(0);
+            row += tasks[t].rows();
         }
         run.advance();
     }
