@@ -42,7 +42,7 @@ at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bia
 bool rope_attention_cuda_enabled() {
     static const bool on = [] {
         const char* v = std::getenv("CN_ROPE_ATTENTION");
-        return !(v && std::string(v) == "0");
+        return v && std::string(v) == "1";
     }();
     return on;
 }

@@ -10,7 +10,9 @@
 // merge) up to fp32 rounding of the softmax.
 // CUDA path (rope_attention_fits): one block per (series, head, 16 queries), K (rotated) and V of the series and
 // head in shared memory; a warp per query: a lane per key for the scores (a fixed-order fp32 sum over dk in four
-// interleaved partial sums), a lane per dimension for the output (two interleaved partial sums over the keys). Nothing is reduced across series, so a series' output
+// interleaved partial sums, d mod 4), a lane per dimension for the output (two interleaved partial sums over the
+// keys, even and odd). dk = 64 (every Chronos-2 size) has its own instantiation (16-byte loads, the query in
+// registers) computing the same sums in the same order as the generic one. Nothing is reduced across series, so a series' output
 // never depends on the rest of the batch. CPU path, and shapes the CUDA path does not take (too long for its shared
 // memory): the composite: kernels::rope_, at::scaled_dot_product_attention, merge.
 #pragma once
@@ -31,26 +33,29 @@ at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const a
 // the CPU (the composite computes its own).
 at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
 
-// Whether rope_attention uses its CUDA path on CUDA tensors: yes unless CN_ROPE_ATTENTION=0 (read once; measured
-// in docs/benchmarks.md). It changes the last bits of fused mode, never its batch invariance.
+// Whether rope_attention uses its CUDA path on CUDA tensors: only with CN_ROPE_ATTENTION=1 (read once). Measured on
+// an H100 (docs/benchmarks.md, #19): faster than the composite for up to ~16 series per call (fused bf16 at B=1:
+// 0.71 against 0.76 ms), slower from ~64 up (B=1024: 31.8 against 27.5 ms; a warp per query leaves most lanes idle
+// at 34 keys), hence off by default. It changes the last bits of fused mode, never its batch invariance.
 bool rope_attention_cuda_enabled();
 
 // Whether the CUDA path takes S tokens of head dim dk (its shared memory holds K and V of one series and head).
 bool rope_attention_fits(int64_t S, int64_t dk);
 
 namespace rope_attention_detail {
-constexpr int kWarps = 4;            // per block
-constexpr int kQueriesPerBlock = 8;  // kWarps warps, one query at a time each
+constexpr int kWarps = 8;             // per block
+constexpr int kQueriesPerBlock = 16;  // kWarps warps, one query at a time each
 constexpr int64_t kMaxShared = 160 * 1024;
-// fp32 shared memory of one block: K rotated [S][dk + 1] (padded: a lane per key reads without bank conflicts),
-// V [S][dk], its queries rotated [16][dk], one score row [S] per warp, the key mask [S].
-constexpr int64_t shared_bytes(int64_t S, int64_t dk) { return 4 * (S * (dk + 1) + S * dk + kQueriesPerBlock * dk + kWarps * S + S); }
+// fp32 shared memory of one block: K rotated [S][dk + 4] (padded rows: a lane per key reads without bank conflicts,
+// 16-byte aligned), V [S][dk], its queries rotated [16][dk], one score row [S] per warp, the key mask [S].
+constexpr int64_t shared_bytes(int64_t S, int64_t dk) { return 4 * (S * (dk + 4) + S * dk + kQueriesPerBlock * dk + kWarps * S + S); }
 }  // namespace rope_attention_detail
 
 at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
 #ifdef CN_WITH_CUDA
+// generic: the any-dk instantiation even for dk = 64 (tests: both give the same bits).
 at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
-                               const at::Tensor& table = {});
+                               const at::Tensor& table = {}, bool generic = false);
 at::Tensor rope_attention_table_cuda(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
 #endif
 

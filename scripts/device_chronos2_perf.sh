@@ -7,15 +7,18 @@
 #            once more with CN_ROPE_ATTENTION=0
 #   profile  torch.profiler tables of fused bf16 at B=1 and B=1024
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series
-# Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. The tables
-# (*.md) go to $OUT, every log into $OUT/perf_logs.tgz (the device tool returns at most 8 files).
-#   scripts/device_chronos2_perf.sh [tests] [gemm] [sweep] [profile] [rolling]
+#   fused    the sweep's fused bf16 row alone, with CN_ROPE_ATTENTION=1 and 0
+#   refrows  the sweep's fused bf16 row with rows_gemm's configurations chosen at 136, 272, 544 and 1088 rows
+#            (CN_ROWS_GEMM_REFERENCE_ROWS)
+# Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
+# log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
+#   scripts/device_chronos2_perf.sh [tests] [gemm] [sweep] [fused] [refrows] [profile] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
 out=/tmp/cn_perf
 rm -rf "$out" && mkdir -p "$out" "$final"
-finish() { cp "$out"/*.md "$final"/ 2>/dev/null; tar czf "$final/perf_logs.tgz" -C "$out" . 2>/dev/null; }
+finish() { tar czf "$final/perf_logs.tgz" -C "$out" . 2>/dev/null; }
 trap finish EXIT
 stages=" $* "
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
@@ -47,6 +50,18 @@ if [[ "$stages" == *" sweep "* ]]; then
     CN_ROPE_ATTENTION=0 bench --workloads s --rows cn-fused-bf16 --out "$out/sweep_ra0.md" >"$out/sweep_ra0.log" 2>&1 || rc=1
     echo "sweep:"; sed -n '/^| B | runs/,$p' "$out/sweep.md" | head -60
     echo "sweep, CN_ROPE_ATTENTION=0:"; sed -n '/^| B | runs/,/^$/p' "$out/sweep_ra0.md"
+fi
+if [[ "$stages" == *" fused "* ]]; then
+    for ra in 1 0; do
+        CN_ROPE_ATTENTION=$ra bench --workloads s --rows cn-fused-bf16 --out "$out/fused_ra$ra.md" >"$out/fused_ra$ra.log" 2>&1 || rc=1
+        echo "fused bf16, CN_ROPE_ATTENTION=$ra:"; sed -n '/^| B | runs/,/^$/p' "$out/fused_ra$ra.md"
+    done
+fi
+if [[ "$stages" == *" refrows "* ]]; then
+    for rr in 136 272 544 1088; do
+        CN_ROWS_GEMM_REFERENCE_ROWS=$rr bench --workloads s --rows cn-fused-bf16 --out "$out/refrows_$rr.md" >"$out/refrows_$rr.log" 2>&1 || rc=1
+        echo "fused bf16, rows_gemm configurations chosen at $rr rows:"; sed -n '/^| B | runs/,/^$/p' "$out/refrows_$rr.md"
+    done
 fi
 if [[ "$stages" == *" profile "* ]]; then
     for b in 1 1024; do

@@ -50,6 +50,13 @@ TEST(RopeAttentionGpu, MatchesReferenceAndCompositeAndIsBatchInvariant) {
             const at::Tensor with_table = cn::kernels::rope_attention_cuda(qkv, bias, inv, H, table).cpu();
             const at::Tensor g = got.cpu();
             EXPECT_EQ(std::memcmp(g.const_data_ptr(), with_table.const_data_ptr(), g.nbytes()), 0) << "explicit table";
+            // The dk = 64 instantiation computes the same sums in the same order as the generic one; a misaligned qkv
+            // (scalar loads) gives the same bits too.
+            const at::Tensor generic = cn::kernels::rope_attention_cuda(qkv, bias, inv, H, table, /*generic=*/true).cpu();
+            EXPECT_EQ(std::memcmp(g.const_data_ptr(), generic.const_data_ptr(), g.nbytes()), 0) << "generic instantiation";
+            const at::Tensor shifted = at::cat({qkv.flatten().slice(0, 0, 1), qkv.flatten()}).slice(0, 1).view(qkv.sizes());
+            const at::Tensor scalar = cn::kernels::rope_attention_cuda(shifted, bias, inv, H, table).cpu();
+            EXPECT_EQ(std::memcmp(g.const_data_ptr(), scalar.const_data_ptr(), g.nbytes()), 0) << "misaligned qkv";
             const double scale = comp.abs().max().item<double>();
             const double vs_comp = (got.to(at::kDouble) - comp.to(at::kDouble)).abs().max().item<double>();
             EXPECT_LT(vs_comp, (dt == at::kFloat ? 1e-5 : 2e-2) * scale) << "against the composite";
