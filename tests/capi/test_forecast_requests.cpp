@@ -257,6 +257,36 @@ TEST_F(Fixture, FusedGroupNextToOtherTasksExactly) {
     group_next_to_other_tasks(*this);
 }
 
+// More series than one batch holds (the pipeline's batches of 256 rows; the host prepares the next batch while
+// the device runs the current one): every series at a batch edge, and a sample in between, equals its single call.
+TEST_F(Fixture, SeveralBatchesEqualSinglesExactly) {
+    for (cn_mode mode : {CN_MODE_EAGER, CN_MODE_FUSED}) {
+        SCOPED_TRACE(cn_mode_name(mode));
+        ASSERT_EQ(cn_model_set_mode(model, mode, err), CN_STATUS_OK) << msg();
+        cn_forecast_request_free(req);
+        req = nullptr;
+        ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+        std::vector<std::vector<float>> all;
+        for (int i = 0; i < 520; ++i) all.push_back(series(40, 0.013f * static_cast<float>(i)));
+        for (const auto& v : all) add(v);
+        ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+        std::vector<float> batched;
+        ASSERT_EQ(run(&batched), CN_STATUS_OK) << msg();
+        const size_t per = batched.size() / all.size();
+        for (size_t i : {size_t{0}, size_t{1}, size_t{100}, size_t{255}, size_t{256}, size_t{257}, size_t{400}, size_t{511}, size_t{512},
+                         size_t{519}}) {
+            cn_forecast_request* one = nullptr;
+            ASSERT_EQ(cn_forecast_request_create(&one, err), CN_STATUS_OK);
+            cn_forecast_request_add_series(one, all[i].data(), all[i].size(), -1, nullptr, err);
+            cn_forecast_request_set_horizon(one, 8, err);
+            std::vector<float> out(per);
+            ASSERT_EQ(cn_forecast(model, one, nullptr, out.data(), out.size(), nullptr, 0, err), CN_STATUS_OK) << msg();
+            for (size_t k = 0; k < per; ++k) ASSERT_EQ(out[k], batched[i * per + k]) << "series " << i << " value " << k;
+            cn_forecast_request_free(one);
+        }
+    }
+}
+
 // With 1, 2 and 4 CPU threads: batched equals single for each, and the answers are the same bits for every
 // thread count (MKL's CNR AUTO set by the library, single-threaded GEMM blocks: kernels/series_linear.h).
 struct ThreadCounts : Fixture {

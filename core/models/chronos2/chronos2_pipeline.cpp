@@ -336,33 +336,43 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
     }
     run.set_total(batches.size());
 
-    for (const auto& [begin, end] : batches) {
-        run.check();
-        // The batch's rows, written straight into its two buffers (no per-task tensors).
+    // The batch's rows, written straight into its two host buffers (no per-task tensors).
+    struct HostBatch {
+        size_t begin = 0, end = 0;
+        at::Tensor context, future, group_ids;  // [rows, L], [rows, H] fp32 and [rows] int64, on the host
+        bool future_known = false, singleton = true;
+    };
+    auto prepare_batch = [&](size_t begin, size_t end) {
+        HostBatch hb;
+        hb.begin = begin, hb.end = end;
         int64_t L = 0, rows = 0;
         std::vector<int64_t> gids;
-        bool singleton = true;
         for (size_t t = begin; t < end; ++t) {
             L = std::max(L, task_length(cfg, req, tasks[t]));
             const int64_t r = tasks[t].rows();
-            singleton = singleton && r == 1;
+            hb.singleton = hb.singleton && r == 1;
             for (int64_t k = 0; k < r; ++k) gids.push_back(static_cast<int64_t>(t - begin));
             rows += r;
         }
-        const at::Tensor context_cpu = at::full({rows, L}, kNaN, at::kFloat);
-        const at::Tensor future_cpu = at::full({rows, H}, kNaN, at::kFloat);
+        hb.context = at::full({rows, L}, kNaN, at::kFloat);
+        hb.future = at::full({rows, H}, kNaN, at::kFloat);
         for (size_t t = begin, row = 0; t < end; row += static_cast<size_t>(tasks[t].rows()), ++t) {
-            fill_task(req, tasks[t], categories, context_cpu.data_ptr<float>() + static_cast<int64_t>(row) * L, L,
-                      future_cpu.data_ptr<float>() + static_cast<int64_t>(row) * H);
+            fill_task(req, tasks[t], categories, hb.context.data_ptr<float>() + static_cast<int64_t>(row) * L, L,
+                      hb.future.data_ptr<float>() + static_cast<int64_t>(row) * H);
         }
-        const bool future_known = !all_nan(future_cpu);
-        const at::Tensor context = context_cpu.to(opt.device);
-        const at::Tensor future = future_cpu.to(opt.device);
-        const at::Tensor group_ids = at::tensor(gids, at::kLong).to(opt.device);
-        at::Tensor pred =
-            predict_batch(cfg, w, opt, context, group_ids, future, future_known, H, singleton, run).to(at::kCPU);  // [rows, Q, H]
-
-        // Select or interpolate the requested levels: [rows, nq, H].
+        hb.future_known = !all_nan(hb.future);
+        hb.group_ids = at::tensor(gids, at::kLong);
+        return hb;
+    };
+    // Queues the batch's pass on the device; returns its predictions [rows, Q, H] there (not waited for).
+    auto launch_batch = [&](const HostBatch& hb) {
+        return predict_batch(cfg, w, opt, hb.context.to(opt.device), hb.group_ids.to(opt.device), hb.future.to(opt.device), hb.future_known,
+                             H, hb.singleton, run);
+    };
+    // Waits for a batch's predictions, selects or interpolates the requested levels ([rows, nq, H]) and writes its
+    // targets' rows into `out`.
+    auto finish_batch = [&](const at::Tensor& device_pred, size_t begin, size_t end) {
+        at::Tensor pred = device_pred.to(at::kCPU);
         if (qmap.subset) {
             pred = pred.index_select(1, at::tensor(qmap.index, at::kLong));
         } else {
@@ -380,7 +390,19 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
             row += tasks[t].rows();
         }
         run.advance();
+    };
+    // One batch in flight: the host prepares batch k + 1 while the device runs batch k; batch k's results are
+    // collected before batch k + 1 is queued (its copy to the host would otherwise wait for batch k + 1 too).
+    at::Tensor pending;
+    size_t pending_begin = 0, pending_end = 0;
+    for (const auto& [begin, end] : batches) {
+        run.check();
+        const HostBatch hb = prepare_batch(begin, end);
+        if (pending.defined()) finish_batch(pending, pending_begin, pending_end);
+        pending = launch_batch(hb);
+        pending_begin = begin, pending_end = end;
     }
+    if (pending.defined()) finish_batch(pending, pending_begin, pending_end);
 }
 
 }  // namespace cn::chronos2
