@@ -6,15 +6,14 @@
 //     kernels/rope_attention.h on its output (RoPE in place and SDPA, or with CN_ROPE_ATTENTION=1 one kernel);
 //   - with singleton groups, the group attention's value and output projections as one weight (group_vo);
 //   - linear layers written straight into their output (no per-series stacking copy), ReLU in the GEMM's
-//     epilogue where the GEMM has one (kernels/tile_gemm.h), else in place.
+//     epilogue where the GEMM has one (kernels/rows_gemm.h), else in place.
 // Linear layers are batch-invariant (kernels/series_linear.h) and every other kernel reduces per row, so a
-// series' forecast never depends on the rest of the batch (the server's exact merges rely on it). Results differ from forward()
-// by rounding only; docs/benchmarks.md states the tolerance.
+// series' forecast never depends on the rest of the batch (the server's exact merges rely on it). Results differ
+// from forward() by rounding only; docs/benchmarks.md states the tolerance.
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/relu.h>
 
 #include "core/layers/attention.h"
 #include "core/models/chronos2/chronos2_forward.h"
@@ -79,7 +78,8 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
         return delta.defined() ? kernels::add_rms_norm(hidden, delta, weight, eps) : kernels::rms_norm(hidden, weight, eps);
     };
     for (const auto& l : w.layers) {
-        {                                                                       // time self-attention (RoPE, unscaled)
+        {
+            // time self-attention (RoPE, unscaled)
             const at::Tensor qkv = rows_linear(norm(l.time_norm), l.time_qkv);  // [B, S, 3 I]
             delta = rows_linear(kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H, rope_table), l.time_o);
         }

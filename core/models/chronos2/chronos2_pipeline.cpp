@@ -338,13 +338,11 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
 
     // The batch's rows, written straight into its two host buffers (no per-task tensors).
     struct HostBatch {
-        size_t begin = 0, end = 0;
         at::Tensor context, future, group_ids;  // [rows, L], [rows, H] fp32 and [rows] int64, on the host
         bool future_known = false, singleton = true;
     };
     auto prepare_batch = [&](size_t begin, size_t end) {
         HostBatch hb;
-        hb.begin = begin, hb.end = end;
         int64_t L = 0, rows = 0;
         std::vector<int64_t> gids;
         for (size_t t = begin; t < end; ++t) {
