@@ -1,20 +1,21 @@
-// rope_attention — Chronos-2's time self-attention core in one launch: RoPE on the q and k parts of a fused QKV
-// projection, softmax(q kᵀ + bias) v per (series, head) with scale 1, and the heads merged back into rows.
+// rope_attention — Chronos-2's time self-attention core: RoPE on the q and k parts of a fused QKV projection,
+// softmax(q kᵀ + bias) v per (series, head) with scale 1, and the heads merged back into rows. Two paths:
+// the composite (kernels::rope_, at::scaled_dot_product_attention, merge: the default, and the CPU path) and one
+// CUDA kernel (CN_ROPE_ATTENTION=1, below).
 //   qkv      [B, S, 3 H dk] contiguous: q | k | v, each H heads of dk; dtype T (F32, BF16, F16). Scratch: the
 //            composite path rotates its q and k parts in place.
 //   bias     [B, S] dtype T, contiguous: the additive key mask (0, or T's lowest value for a masked key)
 //   inv_freq [dk/2] fp32 (RoPE, positions 0..S-1, kernels/rope.h's roundings)
 //   returns  [B, S, H dk] dtype T
-// Semantics: q and k rotated exactly as kernels::rope_ does (rounded to T), then per query, in fp32: scores
-// q·k_j + bias_j, softmax, the weighted sum of v, one rounding to T. Equal to the composite (rope_ + SDPA +
-// merge) up to fp32 rounding of the softmax.
-// CUDA path (rope_attention_fits): one block per (series, head, 16 queries), K (rotated) and V of the series and
-// head in shared memory; a warp per query: a lane per key for the scores (a fixed-order fp32 sum over dk in four
+// Kernel semantics: q and k rotated exactly as kernels::rope_ does (rounded to T), then per query, in fp32:
+// scores q·k_j + bias_j, softmax, the weighted sum of v, one rounding to T; equal to the composite up to fp32
+// rounding of the softmax. One block per (series, head, 16 queries), K (rotated) and V of the series and head in
+// shared memory; a warp per query: a lane per key for the scores (a fixed-order fp32 sum over dk in four
 // interleaved partial sums, d mod 4), a lane per dimension for the output (two interleaved partial sums over the
 // keys, even and odd). dk = 64 (every Chronos-2 size) has its own instantiation (16-byte loads, the query in
-// registers) computing the same sums in the same order as the generic one. Nothing is reduced across series, so a series' output
-// never depends on the rest of the batch. CPU path, and shapes the CUDA path does not take (too long for its shared
-// memory): the composite: kernels::rope_, at::scaled_dot_product_attention, merge.
+// registers) computing the same sums in the same order as the generic one. Nothing is reduced across series, so
+// a series' output never depends on the rest of the batch. Shapes the kernel does not take (too long for its
+// shared memory: rope_attention_fits) run the composite.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +29,9 @@ namespace cn::kernels {
 at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
                           const at::Tensor& table = {});
 
-// RoPE's rounded cos and sin for positions 0..S-1: [S, dk/2, 2] fp32 on inv_freq's device, (round_T(cos f),
-// round_T(sin f)) with f = inv_freq[i] * s in fp32, as kernels::rope_ computes them on that device. Undefined on
-// the CPU (the composite computes its own).
+// The kernel's RoPE table for positions 0..S-1: [S, dk/2, 2] fp32 on inv_freq's device, (round_T(cos f),
+// round_T(sin f)) with f = inv_freq[i] * s in fp32, as kernels::rope_ computes them on that device. Undefined when
+// the kernel is off or on the CPU (the composite computes its own).
 at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
 
 // Whether rope_attention uses its CUDA path on CUDA tensors: only with CN_ROPE_ATTENTION=1 (read once). Measured on
