@@ -61,9 +61,11 @@ void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, co
     }
 }
 
-void rope_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, const at::Tensor& pos_offset) {
+void rope_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, const at::Tensor& pos_offset, const at::Tensor& table) {
 #ifdef CN_WITH_CUDA
-    if (x.is_cuda()) return rope_cuda_(x, inv_freq, pos0, pos_offset);
+    if (x.is_cuda()) return rope_cuda_(x, inv_freq, pos0, pos_offset, table);
+#else
+    (void)table;
 #endif
     rope_cpu_(x, inv_freq, pos0, pos_offset);
 }

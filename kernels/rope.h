@@ -18,10 +18,15 @@ namespace cn::kernels {
 
 // Positions are s + pos0 (+ pos_offset[0] when given: an int64 [1] tensor on x's device, read on the device
 // by the CUDA path, so a captured graph can advance it).
-void rope_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {});
+// `table` (CUDA, positions from 0 only: pos0 = 0 and no pos_offset): the rounded (cos, sin) pairs [>= S, dk/2, 2]
+// fp32 that kernels/rope_attention.h's rope_attention_table makes, computed once and shared by several calls; the
+// kernel then reads them instead of evaluating cos and sin per element (the same values, the same bits).
+void rope_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {},
+           const at::Tensor& table = {});
 void rope_cpu_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {});
 #ifdef CN_WITH_CUDA
-void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {});
+void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0 = 0, const at::Tensor& pos_offset = {},
+                const at::Tensor& table = {});
 #endif
 
 }  // namespace cn::kernels

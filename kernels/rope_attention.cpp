@@ -27,10 +27,11 @@ bool rope_attention_fits(int64_t S, int64_t dk) {
     return S >= 1 && dk >= 2 && dk % 2 == 0 && dk <= 256 && rope_attention_detail::shared_bytes(S, dk) <= rope_attention_detail::kMaxShared;
 }
 
-at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H) {
+at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H,
+                                    const at::Tensor& table) {
     check(qkv, bias, inv_freq, H);
     const int64_t B = qkv.size(0), S = qkv.size(1), dk = qkv.size(2) / (3 * H);
-    rope_(qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), inv_freq);
+    rope_(qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), inv_freq, 0, {}, qkv.is_cuda() ? table : at::Tensor());
     const at::Tensor heads = qkv.view({B, S, 3, H, dk});
     const at::Tensor q = heads.select(2, 0).permute({0, 2, 1, 3});
     const at::Tensor k = heads.select(2, 1).permute({0, 2, 1, 3});
@@ -55,12 +56,12 @@ at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const a
 #else
     (void)table;
 #endif
-    return rope_attention_composite(qkv, bias, inv_freq, H);
+    return rope_attention_composite(qkv, bias, inv_freq, H, table);
 }
 
 at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype) {
 #ifdef CN_WITH_CUDA
-    if (inv_freq.is_cuda() && rope_attention_cuda_enabled()) return rope_attention_table_cuda(inv_freq, S, dtype);
+    if (inv_freq.is_cuda()) return rope_attention_table_cuda(inv_freq, S, dtype);
 #else
     (void)inv_freq, (void)S, (void)dtype;
 #endif

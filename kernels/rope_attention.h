@@ -24,14 +24,14 @@
 
 namespace cn::kernels {
 
-// `table`: rope_attention_table(inv_freq, S, dtype) made once per pass and shared by its layers (optional: the CUDA
-// path makes it when undefined; the composite ignores it).
+// `table`: rope_attention_table(inv_freq, S, dtype) made once per pass and shared by its layers (optional: the
+// kernel makes it when undefined; the composite's CUDA RoPE reads it instead of evaluating cos and sin).
 at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
                           const at::Tensor& table = {});
 
-// The kernel's RoPE table for positions 0..S-1: [S, dk/2, 2] fp32 on inv_freq's device, (round_T(cos f),
-// round_T(sin f)) with f = inv_freq[i] * s in fp32, as kernels::rope_ computes them on that device. Undefined when
-// the kernel is off or on the CPU (the composite computes its own).
+// The RoPE table for positions 0..S-1: [S, dk/2, 2] fp32 on inv_freq's device, (round_T(cos f), round_T(sin f))
+// with f = inv_freq[i] * s in fp32, as kernels::rope_ computes them on that device. Undefined on the CPU (the CPU
+// RoPE computes its own).
 at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
 
 // Whether rope_attention uses its CUDA path on CUDA tensors: only with CN_ROPE_ATTENTION=1 (read once). Measured on
@@ -52,7 +52,8 @@ constexpr int64_t kMaxShared = 160 * 1024;
 constexpr int64_t shared_bytes(int64_t S, int64_t dk) { return 4 * (S * (dk + 4) + S * dk + kQueriesPerBlock * dk + kWarps * S + S); }
 }  // namespace rope_attention_detail
 
-at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);
+at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
+                                    const at::Tensor& table = {});
 #ifdef CN_WITH_CUDA
 // generic: the any-dk instantiation even for dk = 64 (tests: both give the same bits).
 at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
