@@ -70,4 +70,13 @@ void rope_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, const 
     rope_cpu_(x, inv_freq, pos0, pos_offset);
 }
 
+at::Tensor rope_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype) {
+#ifdef CN_WITH_CUDA
+    if (inv_freq.is_cuda()) return rope_table_cuda(inv_freq, S, dtype);
+#else
+    (void)inv_freq, (void)S, (void)dtype;
+#endif
+    return {};
+}
+
 }  // namespace cn::kernels

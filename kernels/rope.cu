@@ -1,10 +1,13 @@
-// CUDA path of rope_: one thread per (row, i) pair of a [B, S, H, dk] strided view.
+// CUDA path of rope_ (one thread per (row, i) pair of a [B, S, H, dk] strided view) and rope_table.
 #include "kernels/rope.h"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <ATen/ops/empty.h>
+
 #include "kernels/cuda_util.cuh"
+#include "kernels/rope.cuh"
 
 namespace cn::kernels {
 
@@ -13,7 +16,8 @@ void check_rope(const at::Tensor& x, const at::Tensor& inv_freq, const at::Tenso
 namespace {
 
 using cuda::from_f;
-using cuda::round_to;
+using cuda::rope_cos_sin;
+using cuda::rope_rotate;
 using cuda::to_f;
 
 // table: precomputed (round_T(cos f), round_T(sin f)) per (position, i), or null (computed here).
@@ -27,18 +31,20 @@ __global__ void rope_kernel(T* x, const float* __restrict__ inv, int64_t S, int6
     const int64_t h = r % H;
     r /= H;
     const int64_t s = r % S, b = r / S;
-    float c, n;
-    if (table) {
-        const float2 cs = table[s * half + i];
-        c = cs.x, n = cs.y;
-    } else {
-        const float f = inv[i] * static_cast<float>(s + pos0 + (pos_offset ? *pos_offset : 0));
-        c = round_to<T>(cosf(f)), n = round_to<T>(sinf(f));
-    }
+    const float2 cs = table ? table[s * half + i] : rope_cos_sin<T>(inv[i], s + pos0 + (pos_offset ? *pos_offset : 0));
     T* p = x + b * sb + s * ss + h * sh;
-    const float x1 = to_f(p[i]), x2 = to_f(p[i + half]);
-    p[i] = from_f<T>(round_to<T>(__fmul_rn(x1, c)) - round_to<T>(__fmul_rn(x2, n)));
-    p[i + half] = from_f<T>(round_to<T>(__fmul_rn(x2, c)) + round_to<T>(__fmul_rn(x1, n)));
+    float y1, y2;
+    rope_rotate<T>(to_f(p[i]), to_f(p[i + half]), cs, y1, y2);
+    p[i] = from_f<T>(y1);
+    p[i + half] = from_f<T>(y2);
+}
+
+// One thread per (s, i): the pair rope_kernel computes for position s.
+template <class T>
+__global__ void rope_table_kernel(const float* __restrict__ inv, float2* __restrict__ table, int S, int half) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= S * half) return;
+    table[t] = rope_cos_sin<T>(inv[t % half], t / half);
 }
 
 }  // namespace
@@ -65,6 +71,23 @@ void rope_cuda_(const at::Tensor& x, const at::Tensor& inv_freq, int64_t pos0, c
             table.defined() ? reinterpret_cast<const float2*>(table.const_data_ptr()) : nullptr);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
+}
+
+at::Tensor rope_table_cuda(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype) {
+    const int64_t half = inv_freq.size(0);
+    at::Tensor table = at::empty({S, half, 2}, inv_freq.options().dtype(at::kFloat));
+    if (S == 0 || half == 0) return table;
+    if (S * half > INT32_MAX) fail(Status::kInternal, "rope_table: too many positions");
+    const c10::cuda::CUDAGuard guard(inv_freq.device());
+    const int threads = 256;
+    const int blocks = static_cast<int>((S * half + threads - 1) / threads);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    CN_DISPATCH_FLOAT_TYPES(dtype, "rope_table", [&] {
+        rope_table_kernel<scalar_t><<<blocks, threads, 0, stream>>>(
+            inv_freq.const_data_ptr<float>(), reinterpret_cast<float2*>(table.data_ptr()), static_cast<int>(S), static_cast<int>(half));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+    return table;
 }
 
 }  // namespace cn::kernels

@@ -59,13 +59,4 @@ at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const a
     return rope_attention_composite(qkv, bias, inv_freq, H, table);
 }
 
-at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype) {
-#ifdef CN_WITH_CUDA
-    if (inv_freq.is_cuda()) return rope_attention_table_cuda(inv_freq, S, dtype);
-#else
-    (void)inv_freq, (void)S, (void)dtype;
-#endif
-    return {};
-}
-
 }  // namespace cn::kernels

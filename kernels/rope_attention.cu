@@ -8,32 +8,17 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "kernels/cuda_util.cuh"
+#include "kernels/rope.cuh"
+#include "kernels/rope.h"
 
 namespace cn::kernels {
 namespace {
 
 using cuda::from_f;
-using cuda::round_to;
+using cuda::rope_rotate;
 using cuda::to_f;
 using rope_attention_detail::kQueriesPerBlock;
 using rope_attention_detail::kWarps;
-
-// (round_T(cos f), round_T(sin f)), f = inv[i] * s: one thread per (s, i), as rope_kernel computes them (kernels/rope.cu).
-template <class T>
-__global__ void rope_table_kernel(const float* __restrict__ inv, float2* __restrict__ table, int S, int half) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= S * half) return;
-    const int s = t / half, i = t % half;
-    const float f = inv[i] * static_cast<float>(s);
-    table[t] = make_float2(round_to<T>(cosf(f)), round_to<T>(sinf(f)));
-}
-
-// x * c - y * n and y * c + x * n, rounded to T after every op (kernels/rope.h).
-template <class T>
-__device__ __forceinline__ void rotate(float x1, float x2, float2 cs, float& y1, float& y2) {
-    y1 = round_to<T>(round_to<T>(__fmul_rn(x1, cs.x)) - round_to<T>(__fmul_rn(x2, cs.y)));
-    y2 = round_to<T>(round_to<T>(__fmul_rn(x2, cs.x)) + round_to<T>(__fmul_rn(x1, cs.y)));
-}
 
 // Loads n consecutive elements of T as fp32 (n = 16 / sizeof(T): one 16-byte load).
 template <class T>
@@ -102,7 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int s = r < S ? r : q0 + r - S;
         float* x = r < S ? ks + r * kstride : qs + (r - S) * dk;
         float y1, y2;
-        rotate<T>(x[i], x[i + half], table[s * half + i], y1, y2);
+        rope_rotate<T>(x[i], x[i + half], table[s * half + i], y1, y2);
         x[i] = y1;
         x[i + half] = y2;
     }
@@ -201,33 +186,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-at::Tensor rope_attention_table_cuda(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype) {
-    const int64_t half = inv_freq.size(0);
-    at::Tensor table = at::empty({S, half, 2}, inv_freq.options().dtype(at::kFloat));
-    if (S == 0 || half == 0) return table;
-    if (S * half > INT32_MAX) fail(Status::kInternal, "rope_attention_table: too many positions");
-    const c10::cuda::CUDAGuard guard(inv_freq.device());
-    const int threads = 256;
-    const int blocks = static_cast<int>((S * half + threads - 1) / threads);
-    auto stream = at::cuda::getCurrentCUDAStream();
-    CN_DISPATCH_FLOAT_TYPES(dtype, "rope_attention_table", [&] {
-        rope_table_kernel<scalar_t><<<blocks, threads, 0, stream>>>(
-            inv_freq.const_data_ptr<float>(), reinterpret_cast<float2*>(table.data_ptr()), static_cast<int>(S), static_cast<int>(half));
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
-    return table;
-}
-
 at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H,
                                const at::Tensor& table_in, bool generic) {
     const int64_t B = qkv.size(0), S = qkv.size(1), dk = qkv.size(2) / (3 * H);
     at::Tensor out = at::empty({B, S, H * dk}, qkv.options());
     if (B == 0 || S == 0) return out;
     if (!rope_attention_fits(S, dk) || B * H > INT32_MAX) fail(Status::kInternal, "rope_attention: shape beyond the CUDA path");
-    const at::Tensor table = table_in.defined() ? table_in : rope_attention_table_cuda(inv_freq, S, qkv.scalar_type());
+    const at::Tensor table = table_in.defined() ? table_in : rope_table_cuda(inv_freq, S, qkv.scalar_type());
     if (table.dim() != 3 || table.size(0) < S || table.size(1) != dk / 2 || table.size(2) != 2 || table.scalar_type() != at::kFloat ||
         !table.is_contiguous() || table.device() != qkv.device()) {
-        fail(Status::kInternal, "rope_attention: table must be rope_attention_table(inv_freq, S, dtype)");
+        fail(Status::kInternal, "rope_attention: table must be rope_table(inv_freq, S, dtype)");
     }
     const c10::cuda::CUDAGuard guard(qkv.device());
     const size_t shared = static_cast<size_t>(rope_attention_detail::shared_bytes(S, dk));

@@ -24,15 +24,10 @@
 
 namespace cn::kernels {
 
-// `table`: rope_attention_table(inv_freq, S, dtype) made once per pass and shared by its layers (optional: the
+// `table`: kernels::rope_table(inv_freq, S, dtype) made once per pass and shared by its layers (optional: the
 // kernel makes it when undefined; the composite's CUDA RoPE reads it instead of evaluating cos and sin).
 at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
                           const at::Tensor& table = {});
-
-// The RoPE table for positions 0..S-1: [S, dk/2, 2] fp32 on inv_freq's device, (round_T(cos f), round_T(sin f))
-// with f = inv_freq[i] * s in fp32, as kernels::rope_ computes them on that device. Undefined on the CPU (the CPU
-// RoPE computes its own).
-at::Tensor rope_attention_table(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
 
 // Whether rope_attention uses its CUDA path on CUDA tensors: only with CN_ROPE_ATTENTION=1 (read once). Measured on
 // an H100 (docs/benchmarks.md, #19): faster than the composite for up to ~16 series per call (fused bf16 at B=1:
@@ -58,7 +53,6 @@ at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bia
 // generic: the any-dk instantiation even for dk = 64 (tests: both give the same bits).
 at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
                                const at::Tensor& table = {}, bool generic = false);
-at::Tensor rope_attention_table_cuda(const at::Tensor& inv_freq, int64_t S, at::ScalarType dtype);
 #endif
 
 }  // namespace cn::kernels

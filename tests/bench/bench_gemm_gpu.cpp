@@ -20,32 +20,13 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/rows_gemm.h"
+#include "tests/support/gpu_timing.h"
 
 namespace {
 
 constexpr int kReps = 20;
 
-double time_us(const std::function<void()>& fn) {
-    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
-    c10::cuda::CUDAStreamGuard guard(stream);
-    for (int i = 0; i < 3; ++i) fn();
-    stream.synchronize();
-    at::cuda::CUDAGraph g;
-    g.capture_begin();
-    for (int i = 0; i < kReps; ++i) fn();
-    g.capture_end();
-    std::vector<double> t;
-    for (int i = 0; i < 18; ++i) {
-        at::cuda::CUDAEvent a(cudaEventDefault), b(cudaEventDefault);
-        a.record(stream);
-        g.replay();
-        b.record(stream);
-        b.synchronize();
-        if (i >= 3) t.push_back(a.elapsed_time(b) * 1000.0 / kReps);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
+double time_us(const std::function<void()>& fn) { return cn::test::graph_us_per_call(fn, kReps); }
 
 }  // namespace
 

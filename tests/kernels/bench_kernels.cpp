@@ -47,37 +47,16 @@
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
 #include "kernels/skinny_gemm.h"
+#include "tests/support/gpu_timing.h"
 
 namespace {
 
 constexpr int kReps = 50;
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using cn::test::median;
 
 // Microseconds per call of fn on the GPU.
-double time_us(const std::function<void()>& fn) {
-    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
-    c10::cuda::CUDAStreamGuard guard(stream);
-    for (int i = 0; i < 3; ++i) fn();  // warm-up outside capture (cuBLAS handles, allocator)
-    stream.synchronize();
-    at::cuda::CUDAGraph g;
-    g.capture_begin();
-    for (int i = 0; i < kReps; ++i) fn();
-    g.capture_end();
-    std::vector<double> t;
-    for (int i = 0; i < 18; ++i) {
-        at::cuda::CUDAEvent a(cudaEventDefault), b(cudaEventDefault);
-        a.record(stream);
-        g.replay();
-        b.record(stream);
-        b.synchronize();
-        if (i >= 3) t.push_back(a.elapsed_time(b) * 1000.0 / kReps);
-    }
-    return median(t);
-}
+double time_us(const std::function<void()>& fn) { return cn::test::graph_us_per_call(fn, kReps); }
 
 double copy_bandwidth_gbs() {
     const size_t bytes = size_t{1} << 30;

@@ -18,7 +18,6 @@
 #include "kernels/chronos2_io.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
-#include "kernels/rope_attention.h"
 #include "tests/kernels/kernel_refs.h"
 
 using cn::test::expect_close;
@@ -113,7 +112,7 @@ TEST(RopeGpu, MatchesFp64ReferenceOnStridedQkvViews) {
     }
 }
 
-// With the table of kernels/rope_attention.h (made once per pass), the same bits as computing cos and sin per element.
+// With a table from rope_table (made once per pass), the same bits as computing cos and sin per element.
 TEST(RopeGpu, TableGivesTheSameBits) {
     REQUIRE_CUDA();
     at::manual_seed(15);
@@ -123,7 +122,7 @@ TEST(RopeGpu, TableGivesTheSameBits) {
             const at::Tensor inv = (1.0 / at::pow(10000.0, at::arange(0, dk, 2, at::kFloat) / static_cast<double>(dk))).cuda();
             const at::Tensor a = (at::randn({B, S, 3 * H * dk}, at::kFloat) * 2).to(dt).cuda(), b = a.clone();
             cn::kernels::rope_(a.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), inv);
-            cn::kernels::rope_(b.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), inv, 0, {}, cn::kernels::rope_attention_table(inv, S + 3, dt));
+            cn::kernels::rope_(b.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), inv, 0, {}, cn::kernels::rope_table(inv, S + 3, dt));
             const at::Tensor x = a.cpu(), y = b.cpu();
             EXPECT_EQ(std::memcmp(x.const_data_ptr(), y.const_data_ptr(), x.nbytes()), 0) << c10::toString(dt) << " " << c10::str(dims);
         }

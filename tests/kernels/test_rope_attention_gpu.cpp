@@ -14,6 +14,7 @@
 #include <ATen/ops/zeros.h>
 
 #include "core/layers/rope.h"
+#include "kernels/rope.h"
 #include "kernels/rope_attention.h"
 #include "tests/kernels/rope_attention_ref.h"
 
@@ -46,7 +47,7 @@ TEST(RopeAttentionGpu, MatchesReferenceAndCompositeAndIsBatchInvariant) {
             const at::Tensor got = cn::kernels::rope_attention_cuda(qkv, bias, inv, H);
             const at::Tensor comp = cn::kernels::rope_attention_composite(qkv.clone(), bias, inv, H);
             // A table made once and passed in (as the fused pass does) gives the same bits.
-            const at::Tensor table = cn::kernels::rope_attention_table_cuda(inv, S, dt);
+            const at::Tensor table = cn::kernels::rope_table(inv, S, dt);
             const at::Tensor with_table = cn::kernels::rope_attention_cuda(qkv, bias, inv, H, table).cpu();
             const at::Tensor g = got.cpu();
             EXPECT_EQ(std::memcmp(g.const_data_ptr(), with_table.const_data_ptr(), g.nbytes()), 0) << "explicit table";

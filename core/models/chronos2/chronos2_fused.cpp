@@ -19,6 +19,7 @@
 #include "core/models/chronos2/chronos2_forward.h"
 #include "kernels/chronos2_io.h"
 #include "kernels/rms_norm.h"
+#include "kernels/rope.h"
 #include "kernels/rope_attention.h"
 #include "kernels/series_linear.h"
 
@@ -71,7 +72,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
         group_mask = (1.0 - gtm.permute({2, 0, 1}).unsqueeze(1)) * lowest(dt);              // [t, 1, q, b]
     }
 
-    const at::Tensor rope_table = kernels::rope_attention_table(w.inv_freq, S, dt);  // shared by the layers
+    const at::Tensor rope_cs = kernels::rope_table(w.inv_freq, S, dt);  // shared by the layers
     const double eps = cfg.layer_norm_epsilon;
     at::Tensor delta;  // the residual branch not yet added to `hidden`
     auto norm = [&](const at::Tensor& weight) {
@@ -81,7 +82,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
         {
             // time self-attention (RoPE, unscaled)
             const at::Tensor qkv = rows_linear(norm(l.time_norm), l.time_qkv);  // [B, S, 3 I]
-            delta = rows_linear(kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H, rope_table), l.time_o);
+            delta = rows_linear(kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H, rope_cs), l.time_o);
         }
         {  // group self-attention across the rows of a group, at each time step
             const at::Tensor n = norm(l.group_norm);
