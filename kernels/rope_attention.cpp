@@ -1,5 +1,6 @@
 #include "kernels/rope_attention.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -9,9 +10,8 @@
 #include "kernels/rope.h"
 
 namespace cn::kernels {
-namespace {
-
-void check(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads) {
+// Also called by the CUDA path (rope_attention.cu).
+void check_rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads) {
     if (!qkv.defined() || !bias.defined() || !inv_freq.defined() || qkv.dim() != 3 || heads < 1 || qkv.size(2) % (3 * heads) != 0 ||
         (qkv.size(2) / (3 * heads)) % 2 != 0 || !qkv.is_contiguous() || bias.dim() != 2 || bias.size(0) != qkv.size(0) ||
         bias.size(1) != qkv.size(1) || !bias.is_contiguous() || bias.scalar_type() != qkv.scalar_type() || bias.device() != qkv.device() ||
@@ -21,15 +21,18 @@ void check(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_
     }
 }
 
-}  // namespace
-
-bool rope_attention_fits(int64_t S, int64_t dk) {
-    return S >= 1 && dk >= 2 && dk % 2 == 0 && dk <= 256 && rope_attention_detail::shared_bytes(S, dk) <= rope_attention_detail::kMaxShared;
+bool rope_attention_cuda_takes(const at::Tensor& qkv, int64_t H) {
+    if (!qkv.defined() || !qkv.is_cuda() || qkv.dim() != 3 || H < 1 || qkv.size(2) % (3 * H) != 0 || !qkv.is_contiguous()) return false;
+    if (qkv.scalar_type() != at::kBFloat16 && qkv.scalar_type() != at::kHalf) return false;
+    const int64_t S = qkv.size(1), dk = qkv.size(2) / (3 * H);
+    return (dk == 32 || dk == 64 || dk == 128) && S >= 1 &&
+           rope_attention_detail::shared_bytes(S, dk) <= rope_attention_detail::kMaxShared && qkv.size(0) * H <= INT32_MAX &&
+           reinterpret_cast<uintptr_t>(qkv.const_data_ptr()) % 16 == 0;
 }
 
 at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H,
                                     const at::Tensor& table) {
-    check(qkv, bias, inv_freq, H);
+    check_rope_attention(qkv, bias, inv_freq, H);
     const int64_t B = qkv.size(0), S = qkv.size(1), dk = qkv.size(2) / (3 * H);
     rope_(qkv.view({B, S, 3 * H, dk}).slice(2, 0, 2 * H), inv_freq, 0, {}, qkv.is_cuda() ? table : at::Tensor());
     const at::Tensor heads = qkv.view({B, S, 3, H, dk});
@@ -43,16 +46,15 @@ at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bia
 bool rope_attention_cuda_enabled() {
     static const bool on = [] {
         const char* v = std::getenv("CN_ROPE_ATTENTION");
-        return v && std::string(v) == "1";
+        return !(v && std::string(v) == "0");
     }();
     return on;
 }
 
 at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H, const at::Tensor& table) {
 #ifdef CN_WITH_CUDA
-    check(qkv, bias, inv_freq, H);
-    if (qkv.is_cuda() && rope_attention_cuda_enabled() && rope_attention_fits(qkv.size(1), qkv.size(2) / (3 * H)))
-        return rope_attention_cuda(qkv, bias, inv_freq, H, table);
+    check_rope_attention(qkv, bias, inv_freq, H);
+    if (rope_attention_cuda_enabled() && rope_attention_cuda_takes(qkv, H)) return rope_attention_cuda(qkv, bias, inv_freq, H, table);
 #else
     (void)table;
 #endif

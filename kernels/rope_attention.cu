@@ -1,7 +1,9 @@
-// CUDA path of rope_attention (kernels/rope_attention.h).
+// CUDA path of rope_attention (kernels/rope_attention.h): the two products on tensor cores (mma.sync m16n8k16,
+// fp32 accumulation), RoPE applied while q and k are staged in shared memory.
 #include "kernels/rope_attention.h"
 
-#include <cfloat>
+#include <cstdint>
+#include <type_traits>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -12,186 +14,251 @@
 #include "kernels/rope.h"
 
 namespace cn::kernels {
+
+void check_rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads);  // .cpp
+
 namespace {
 
 using cuda::from_f;
 using cuda::rope_rotate;
+using cuda::round_to;
 using cuda::to_f;
-using rope_attention_detail::kQueriesPerBlock;
 using rope_attention_detail::kWarps;
 
-// Loads n consecutive elements of T as fp32 (n = 16 / sizeof(T): one 16-byte load).
+// c += a b for one m16n8k16 tile: a 16x16 (row-major fragment, 4 registers of two T), b 16x8 (2 registers), c 16x8
+// fp32 (PTX ISA's fragment layouts: lane = 4 g + t holds rows g and g + 8, columns 2 t and 2 t + 1 of c).
 template <class T>
-__device__ __forceinline__ void load16(const T* src, float* dst) {
-    constexpr int n = 16 / sizeof(T);
-    const uint4 raw = *reinterpret_cast<const uint4*>(src);
-    const T* v = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int e = 0; e < n; ++e) dst[e] = to_f(v[e]);
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
 }
 
-// grid (B * H, ceil(S / kQueriesPerBlock)), kWarps warps. DK = 64: the head dim fixed at compile time (the query in
-// registers, 16-byte shared-memory accesses); DK = 0: any even dk. Both compute every sum in the same order, fixed
-// for a given (S, dk): nothing depends on the batch.
+// Two values rounded to T, packed as one register (the first in the low half).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float first, float second) {
+    const T v[2] = {from_f<T>(first), from_f<T>(second)};
+    uint32_t r;
+    memcpy(&r, v, sizeof(r));
+    return r;
+}
+
+__device__ __forceinline__ uint32_t ld32(const void* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// 16 bytes global -> shared without a register round trip (cp.async; completed by cp_async_wait_all).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Four 8x8 matrices of 16-bit values, transposed: lanes 8 i .. 8 i + 7 give the row addresses of matrix i, and
+// register i receives matrix i's column pairs in the mma B fragment's layout.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+// grid B * H (a block per series and head), kWarps warps. Shared memory: q, k and v [Sp][DK + 8] in T (Sp = S
+// rounded up to 16; the padding rows zero), the RoPE table's S positions [S][DK/2] float2, the key mask [Sp] in
+// fp32 (-inf past S). The row stride (DK + 8 elements) makes every fragment load of a warp hit 32 distinct banks.
+// Staging: every 16-byte chunk of q, k, v and the table is copied at once (cp.async), then q and k are rotated in
+// place (kernels/rope.cuh's arithmetic).
+// A warp takes 16 queries at a time (their A fragments in registers) and their keys 16 at a time: the scores of a
+// tile of 8 keys are DK / 16 mma steps; an online softmax (the running maximum per query; the sum and the output
+// rescaled by exp(old max - new max) when it grows), p = exp(score - max) in fp32, multiplied by v on tensor cores
+// as two products, round_T(p) and round_T(p - round_T(p)) (so p keeps ~16 bits, not T's 8 or 11); the sum
+// of p in fp32, a multiply by its reciprocal and one rounding to T at the end. exp is __expf (ex2.approx: a few
+// fp32 ulps). Every sum's order depends on (S, DK) only.
 template <class T, int DK>
-__global__ void __launch_bounds__(kWarps * 32)
-    rope_attention_kernel(const T* __restrict__ qkv, const T* __restrict__ bias, const float2* __restrict__ table, T* __restrict__ out,
-                          int S, int H, int dk_arg, bool vec) {
-    extern __shared__ __align__(16) float sm[];
-    const int dk = DK > 0 ? DK : dk_arg;
+__global__ void __launch_bounds__(kWarps * 32, DK <= 64 ? 6 : 4)
+    rope_attention_mma_kernel(const T* __restrict__ qkv, const T* __restrict__ bias, const float2* __restrict__ table, T* __restrict__ out,
+                              int S, int H) {
+    static_assert(DK % 16 == 0, "DK must be a multiple of 16");
+    constexpr int HALF = DK / 2, LD = DK + 8, KSTEPS = DK / 16, CHUNKS = DK / 8;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int Sp = (S + 15) & ~15, I = H * DK;
+    T* qs = reinterpret_cast<T*>(smem);  // q | k | v, each [Sp][LD]
+    T* ks = qs + Sp * LD;
+    T* vs = ks + Sp * LD;
+    float2* tab = reinterpret_cast<float2*>(vs + Sp * LD);  // [S][HALF]
+    float* mask = reinterpret_cast<float*>(tab + S * HALF);
     const int b = blockIdx.x / H, h = blockIdx.x % H;
-    const int q0 = blockIdx.y * kQueriesPerBlock;
-    const int nq = min(kQueriesPerBlock, S - q0);
-    const int half = dk / 2, kstride = dk + 4, I = H * dk;
-    float* ks = sm;                          // [S][dk + 4]
-    float* vs = ks + S * kstride;            // [S][dk]
-    float* qs = vs + S * dk;                 // [kQueriesPerBlock][dk]
-    float* sc = qs + kQueriesPerBlock * dk;  // [kWarps][S]
-    float* mask = sc + kWarps * S;           // [S]
-    const T* base = qkv + static_cast<int64_t>(b) * S * 3 * I + h * dk;
+    const T* base = qkv + static_cast<int64_t>(b) * S * 3 * I + h * DK;
 
-    // 1. The raw values: K and V of every token, q of this block's queries (rows r: K 0..S-1, V S..2S-1, q after).
-    const int rows = 2 * S + nq;
-    auto row_src = [&](int r, const T*& src, float*& dst) {
-        if (r < S) {
-            src = base + static_cast<int64_t>(r) * 3 * I + I, dst = ks + r * kstride;
-        } else if (r < 2 * S) {
-            src = base + static_cast<int64_t>(r - S) * 3 * I + 2 * I, dst = vs + (r - S) * dk;
-        } else {
-            src = base + static_cast<int64_t>(q0 + r - 2 * S) * 3 * I, dst = qs + (r - 2 * S) * dk;
+    // 1. Stage q, k, v (which = 0, 1, 2), the table and the mask; 2. rotate q and k in place (a thread per 8 pairs
+    // (i, i + DK/2)).
+    for (int c = threadIdx.x; c < S * HALF / 2; c += blockDim.x) cp_async16(tab + 2 * c, table + 2 * c);
+    for (int c = threadIdx.x; c < 3 * Sp * CHUNKS; c += blockDim.x) {
+        const int which = c / (Sp * CHUNKS), r = (c / CHUNKS) % Sp, d0 = (c % CHUNKS) * 8;
+        T* dst = qs + which * Sp * LD + r * LD + d0;
+        if (r < S)
+            cp_async16(dst, base + static_cast<int64_t>(r) * 3 * I + which * I + d0);
+        else
+            *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    }
+    for (int s = threadIdx.x; s < Sp; s += blockDim.x) mask[s] = s < S ? to_f(bias[static_cast<int64_t>(b) * S + s]) : -INFINITY;
+    cp_async_wait_all();
+    __syncthreads();
+    constexpr int PAIRS = HALF / 8;
+    for (int c = threadIdx.x; c < 2 * S * PAIRS; c += blockDim.x) {
+        const int which = c / (S * PAIRS), r = (c / PAIRS) % S, i0 = (c % PAIRS) * 8;
+        T* x = qs + which * Sp * LD + r * LD;
+        uint4 x1 = *reinterpret_cast<const uint4*>(x + i0), x2 = *reinterpret_cast<const uint4*>(x + i0 + HALF);
+        T* a = reinterpret_cast<T*>(&x1);
+        T* z = reinterpret_cast<T*>(&x2);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            float y1, y2;
+            rope_rotate<T>(to_f(a[e]), to_f(z[e]), tab[r * HALF + i0 + e], y1, y2);
+            a[e] = from_f<T>(y1);
+            z[e] = from_f<T>(y2);
         }
+        *reinterpret_cast<uint4*>(x + i0) = x1;
+        *reinterpret_cast<uint4*>(x + i0 + HALF) = x2;
+    }
+    __syncthreads();
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t2 = (lane % 4) * 2;
+    for (int r0 = warp * 16; r0 < S; r0 += kWarps * 16) {
+        uint32_t qa[KSTEPS][4];  // this warp's 16 queries as mma A fragments
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; ++kk) {
+            const T* q = qs + (r0 + g) * LD + kk * 16 + t2;
+            qa[kk][0] = ld32(q);
+            qa[kk][1] = ld32(q + 8 * LD);
+            qa[kk][2] = ld32(q + 8);
+            qa[kk][3] = ld32(q + 8 * LD + 8);
+        }
+        float acc[DK / 8][4] = {};
+        float mx0 = -INFINITY, mx1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8: running max and sum
+        for (int kt = 0; kt < Sp / 16; ++kt) {                         // 16 keys: two tiles of scores, then the A operand of p v
+            // Scores of keys 16 kt + 8 j .. + 7 plus the mask: p[j][0], p[j][1] of row g (keys + t2, + t2 + 1),
+            // p[j][2], p[j][3] of row g + 8.
+            float p[2][4];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const int n = 2 * kt + j;
+                const T* k = ks + (n * 8 + g) * LD + t2;
+                p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.0f;
+#pragma unroll
+                for (int kk = 0; kk < KSTEPS; ++kk) mma16816<T>(p[j], qa[kk], ld32(k + kk * 16), ld32(k + kk * 16 + 8));
+                const float m0 = mask[n * 8 + t2], m1 = mask[n * 8 + t2 + 1];
+                p[j][0] += m0;
+                p[j][1] += m1;
+                p[j][2] += m0;
+                p[j][3] += m1;
+            }
+            // Online softmax: the new running maximum, the old terms rescaled by exp(old - new).
+            float b0 = fmaxf(fmaxf(p[0][0], p[0][1]), fmaxf(p[1][0], p[1][1]));
+            float b1 = fmaxf(fmaxf(p[0][2], p[0][3]), fmaxf(p[1][2], p[1][3]));
+#pragma unroll
+            for (int o = 1; o <= 2; o <<= 1) {
+                b0 = fmaxf(b0, __shfl_xor_sync(0xffffffffu, b0, o));
+                b1 = fmaxf(b1, __shfl_xor_sync(0xffffffffu, b1, o));
+            }
+            const float n0 = fmaxf(mx0, b0), n1 = fmaxf(mx1, b1);  // finite: key 0 is real (the first block)
+            const float s0 = __expf(mx0 - n0), s1 = __expf(mx1 - n1);
+            mx0 = n0;
+            mx1 = n1;
+            l0 *= s0;
+            l1 *= s1;
+#pragma unroll
+            for (int dn = 0; dn < DK / 8; ++dn) {
+                acc[dn][0] *= s0;
+                acc[dn][1] *= s0;
+                acc[dn][2] *= s1;
+                acc[dn][3] *= s1;
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                p[j][0] = __expf(p[j][0] - mx0);
+                p[j][1] = __expf(p[j][1] - mx0);
+                p[j][2] = __expf(p[j][2] - mx1);
+                p[j][3] = __expf(p[j][3] - mx1);
+                l0 += p[j][0] + p[j][1];
+                l1 += p[j][2] + p[j][3];
+            }
+            uint32_t hi[4], lo[4];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    const float a = p[j][2 * rr], z = p[j][2 * rr + 1];
+                    const float ah = round_to<T>(a), zh = round_to<T>(z);
+                    hi[2 * j + rr] = pack2<T>(ah, zh);
+                    lo[2 * j + rr] = pack2<T>(a - ah, z - zh);
+                }
+            }
+            // v's B fragments for dims 8 dn .. 8 dn + 15: matrices (keys 0-7 | 8-15) x (dims of dn | dn + 1).
+            const T* v = vs + (kt * 16 + (lane / 8 % 2) * 8 + lane % 8) * LD + (lane / 16) * 8;
+#pragma unroll
+            for (int dn = 0; dn < DK / 8; dn += 2) {
+                uint32_t f[4];
+                ldmatrix_x4_trans(f, v + dn * 8);
+                mma16816<T>(acc[dn], hi, f[0], f[1]);
+                mma16816<T>(acc[dn], lo, f[0], f[1]);
+                mma16816<T>(acc[dn + 1], hi, f[2], f[3]);
+                mma16816<T>(acc[dn + 1], lo, f[2], f[3]);
+            }
+        }
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1) {
+            l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+            l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+        }
+        const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+        const int row0 = r0 + g, row1 = r0 + g + 8;
+        T* o0 = out + (static_cast<int64_t>(b) * S + row0) * I + h * DK + t2;
+        T* o1 = o0 + static_cast<int64_t>(8) * I;
+#pragma unroll
+        for (int dn = 0; dn < DK / 8; ++dn) {
+            if (row0 < S) *reinterpret_cast<uint32_t*>(o0 + dn * 8) = pack2<T>(acc[dn][0] * inv0, acc[dn][1] * inv0);
+            if (row1 < S) *reinterpret_cast<uint32_t*>(o1 + dn * 8) = pack2<T>(acc[dn][2] * inv1, acc[dn][3] * inv1);
+        }
+    }
+}
+
+template <int DK>
+void launch(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& table, const at::Tensor& out, int64_t H, size_t shared,
+            cudaStream_t stream) {
+    const int64_t B = qkv.size(0), S = qkv.size(1);
+    auto go = [&](auto tag) {
+        using T = decltype(tag);
+        auto kernel = rope_attention_mma_kernel<T, DK>;
+        if (shared > 48 * 1024)
+            C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+        kernel<<<static_cast<unsigned>(B * H), kWarps * 32, shared, stream>>>(
+            reinterpret_cast<const T*>(qkv.const_data_ptr()), reinterpret_cast<const T*>(bias.const_data_ptr()),
+            reinterpret_cast<const float2*>(table.const_data_ptr()), reinterpret_cast<T*>(out.data_ptr()), static_cast<int>(S),
+            static_cast<int>(H));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
-    if (vec) {  // dk and every row offset a multiple of 16 / sizeof(T), the base 16-byte aligned
-        constexpr int n = 16 / sizeof(T);
-        const int per_row = dk / n;
-        for (int c = threadIdx.x; c < rows * per_row; c += blockDim.x) {
-            const T* src;
-            float* dst;
-            row_src(c / per_row, src, dst);
-            const int d = (c % per_row) * n;
-            load16<T>(src + d, dst + d);
-        }
+    if (qkv.scalar_type() == at::kBFloat16) {
+        go(__nv_bfloat16{});
     } else {
-        for (int c = threadIdx.x; c < rows * dk; c += blockDim.x) {
-            const T* src;
-            float* dst;
-            row_src(c / dk, src, dst);
-            dst[c % dk] = to_f(src[c % dk]);
-        }
-    }
-    for (int s = threadIdx.x; s < S; s += blockDim.x) mask[s] = to_f(bias[static_cast<int64_t>(b) * S + s]);
-    __syncthreads();
-    // 2. RoPE in place on the keys and the queries.
-    for (int t = threadIdx.x; t < (S + nq) * half; t += blockDim.x) {
-        const int r = t / half, i = t % half;
-        const int s = r < S ? r : q0 + r - S;
-        float* x = r < S ? ks + r * kstride : qs + (r - S) * dk;
-        float y1, y2;
-        rope_rotate<T>(x[i], x[i + half], table[s * half + i], y1, y2);
-        x[i] = y1;
-        x[i + half] = y2;
-    }
-    __syncthreads();
-
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float* row_sc = sc + warp * S;
-    for (int qi = warp; qi < nq; qi += kWarps) {
-        const float* q = qs + qi * dk;
-        // Scores: a lane per key; the dot product over dk as four partial sums (d mod 4), combined in a fixed order.
-        float mx = -FLT_MAX;
-        if constexpr (DK == 64) {
-            float4 qr[16];
-#pragma unroll
-            for (int m = 0; m < 16; ++m) qr[m] = reinterpret_cast<const float4*>(q)[m];
-            for (int j = lane; j < S; j += 32) {
-                const float4* k4 = reinterpret_cast<const float4*>(ks + j * kstride);
-                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma unroll
-                for (int m = 0; m < 16; ++m) {
-                    const float4 kv = k4[m];
-                    a0 = fmaf(qr[m].x, kv.x, a0);
-                    a1 = fmaf(qr[m].y, kv.y, a1);
-                    a2 = fmaf(qr[m].z, kv.z, a2);
-                    a3 = fmaf(qr[m].w, kv.w, a3);
-                }
-                const float acc = ((a0 + a1) + (a2 + a3)) + mask[j];
-                row_sc[j] = acc;
-                mx = fmaxf(mx, acc);
-            }
-        } else {
-            const int d4 = dk & ~3;
-            for (int j = lane; j < S; j += 32) {
-                const float* k = ks + j * kstride;
-                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-                for (int d = 0; d < d4; d += 4) {
-                    a0 = fmaf(q[d], k[d], a0);
-                    a1 = fmaf(q[d + 1], k[d + 1], a1);
-                    a2 = fmaf(q[d + 2], k[d + 2], a2);
-                    a3 = fmaf(q[d + 3], k[d + 3], a3);
-                }
-                if (d4 < dk) {  // dk = 4m + 2
-                    a0 = fmaf(q[d4], k[d4], a0);
-                    a1 = fmaf(q[d4 + 1], k[d4 + 1], a1);
-                }
-                const float acc = ((a0 + a1) + (a2 + a3)) + mask[j];
-                row_sc[j] = acc;
-                mx = fmaxf(mx, acc);
-            }
-        }
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        float l = 0.0f;
-        for (int j = lane; j < S; j += 32) {
-            const float e = expf(row_sc[j] - mx);
-            row_sc[j] = e;
-            l += e;
-        }
-        for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-        __syncwarp();
-        // Output: a lane per dimension; the sum over keys as two partial sums (even and odd keys).
-        T* o_row = out + (static_cast<int64_t>(b) * S + q0 + qi) * I + h * dk;
-        if constexpr (DK == 64) {  // dims 2 lane and 2 lane + 1
-            float e0 = 0.0f, e1 = 0.0f, f0 = 0.0f, f1 = 0.0f;
-            int j = 0;
-            for (; j + 1 < S; j += 2) {
-                const float p0 = row_sc[j], p1 = row_sc[j + 1];
-                const float2 v0 = reinterpret_cast<const float2*>(vs + j * DK)[lane];
-                const float2 v1 = reinterpret_cast<const float2*>(vs + (j + 1) * DK)[lane];
-                e0 = fmaf(p0, v0.x, e0);
-                e1 = fmaf(p1, v1.x, e1);
-                f0 = fmaf(p0, v0.y, f0);
-                f1 = fmaf(p1, v1.y, f1);
-            }
-            if (j < S) {
-                const float2 v0 = reinterpret_cast<const float2*>(vs + j * DK)[lane];
-                e0 = fmaf(row_sc[j], v0.x, e0);
-                f0 = fmaf(row_sc[j], v0.y, f0);
-            }
-            o_row[2 * lane] = from_f<T>((e0 + e1) / l);
-            o_row[2 * lane + 1] = from_f<T>((f0 + f1) / l);
-        } else {
-            for (int d = lane; d < dk; d += 32) {
-                float e0 = 0.0f, e1 = 0.0f;
-                int j = 0;
-                for (; j + 1 < S; j += 2) {
-                    e0 = fmaf(row_sc[j], vs[j * dk + d], e0);
-                    e1 = fmaf(row_sc[j + 1], vs[(j + 1) * dk + d], e1);
-                }
-                if (j < S) e0 = fmaf(row_sc[j], vs[j * dk + d], e0);
-                o_row[d] = from_f<T>((e0 + e1) / l);
-            }
-        }
-        __syncwarp();
+        go(__half{});
     }
 }
 
 }  // namespace
 
 at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H,
-                               const at::Tensor& table_in, bool generic) {
+                               const at::Tensor& table_in) {
+    check_rope_attention(qkv, bias, inv_freq, H);
     const int64_t B = qkv.size(0), S = qkv.size(1), dk = qkv.size(2) / (3 * H);
+    if (!rope_attention_cuda_takes(qkv, H))
+        fail(Status::kInternal, "rope_attention: input beyond the CUDA path (rope_attention_cuda_takes)");
     at::Tensor out = at::empty({B, S, H * dk}, qkv.options());
-    if (B == 0 || S == 0) return out;
-    if (!rope_attention_fits(S, dk) || B * H > INT32_MAX) fail(Status::kInternal, "rope_attention: shape beyond the CUDA path");
+    if (B == 0) return out;
     const at::Tensor table = table_in.defined() ? table_in : rope_table_cuda(inv_freq, S, qkv.scalar_type());
     if (table.dim() != 3 || table.size(0) < S || table.size(1) != dk / 2 || table.size(2) != 2 || table.scalar_type() != at::kFloat ||
         !table.is_contiguous() || table.device() != qkv.device()) {
@@ -199,20 +266,12 @@ at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, co
     }
     const c10::cuda::CUDAGuard guard(qkv.device());
     const size_t shared = static_cast<size_t>(rope_attention_detail::shared_bytes(S, dk));
-    const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((S + kQueriesPerBlock - 1) / kQueriesPerBlock));
     auto stream = at::cuda::getCurrentCUDAStream();
-    CN_DISPATCH_FLOAT_TYPES(qkv.scalar_type(), "rope_attention", [&] {
-        constexpr int n = 16 / sizeof(scalar_t);
-        const bool vec = dk % n == 0 && reinterpret_cast<uintptr_t>(qkv.const_data_ptr()) % 16 == 0;
-        auto kernel = dk == 64 && !generic ? rope_attention_kernel<scalar_t, 64> : rope_attention_kernel<scalar_t, 0>;
-        if (shared > 48 * 1024)
-            C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-        kernel<<<grid, kWarps * 32, shared, stream>>>(
-            reinterpret_cast<const scalar_t*>(qkv.const_data_ptr()), reinterpret_cast<const scalar_t*>(bias.const_data_ptr()),
-            reinterpret_cast<const float2*>(table.const_data_ptr()), reinterpret_cast<scalar_t*>(out.data_ptr()), static_cast<int>(S),
-            static_cast<int>(H), static_cast<int>(dk), vec);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
+    switch (dk) {
+        case 32: launch<32>(qkv, bias, table, out, H, shared, stream); break;
+        case 64: launch<64>(qkv, bias, table, out, H, shared, stream); break;
+        default: launch<128>(qkv, bias, table, out, H, shared, stream); break;
+    }
     return out;
 }
 

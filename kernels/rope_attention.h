@@ -1,21 +1,20 @@
 // rope_attention — Chronos-2's time self-attention core: RoPE on the q and k parts of a fused QKV projection,
 // softmax(q kᵀ + bias) v per (series, head) with scale 1, and the heads merged back into rows. Two paths:
-// the composite (kernels::rope_, at::scaled_dot_product_attention, merge: the default, and the CPU path) and one
-// CUDA kernel (CN_ROPE_ATTENTION=1, below).
+// the composite (kernels::rope_, at::scaled_dot_product_attention, merge: the CPU path, f32, and every shape the
+// kernel does not take) and one CUDA kernel on tensor cores (bf16 and f16, the default there; CN_ROPE_ATTENTION=0
+// turns it off).
 //   qkv      [B, S, 3 H dk] contiguous: q | k | v, each H heads of dk; dtype T (F32, BF16, F16). Scratch: the
 //            composite path rotates its q and k parts in place.
 //   bias     [B, S] dtype T, contiguous: the additive key mask (0, or T's lowest value for a masked key)
 //   inv_freq [dk/2] fp32 (RoPE, positions 0..S-1, kernels/rope.h's roundings)
 //   returns  [B, S, H dk] dtype T
-// Kernel semantics: q and k rotated exactly as kernels::rope_ does (rounded to T), then per query, in fp32:
-// scores q·k_j + bias_j, softmax, the weighted sum of v, one rounding to T; equal to the composite up to fp32
-// rounding of the softmax. One block per (series, head, 16 queries), K (rotated) and V of the series and head in
-// shared memory; a warp per query: a lane per key for the scores (a fixed-order fp32 sum over dk in four
-// interleaved partial sums, d mod 4), a lane per dimension for the output (two interleaved partial sums over the
-// keys, even and odd). dk = 64 (every Chronos-2 size) has its own instantiation (16-byte loads, the query in
-// registers) computing the same sums in the same order as the generic one. Nothing is reduced across series, so
-// a series' output never depends on the rest of the batch. Shapes the kernel does not take (too long for its
-// shared memory: rope_attention_fits) run the composite.
+// Kernel semantics: q and k rotated exactly as kernels::rope_ does (rounded to T), then per query: scores q·k_j
+// (mma, fp32 accumulation) + bias_j; softmax online over blocks of 16 keys (flash-attention style: p_j =
+// exp(score_j - running max) in fp32 (__expf), earlier terms rescaled when the maximum grows); the sum of p_j v_j
+// on tensor cores with p_j split in two T values (p ≈ round_T(p) + round_T(p - round_T(p)): ~16 bits kept, where
+// SDPA's kernels round p to T once); times the reciprocal of the sum of p_j in fp32, one rounding to T. One block
+// per (series, head), q, k and v of the series and head in shared memory; nothing is reduced across series, so a
+// series' output never depends on the rest of the batch, and every sum's order depends only on (S, dk).
 #pragma once
 
 #include <cstdint>
@@ -29,30 +28,31 @@ namespace cn::kernels {
 at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
                           const at::Tensor& table = {});
 
-// Whether rope_attention uses its CUDA path on CUDA tensors: only with CN_ROPE_ATTENTION=1 (read once). Measured on
-// an H100 (docs/benchmarks.md, #19): faster than the composite for up to ~16 series per call (fused bf16 at B=1:
-// 0.71 against 0.76 ms), slower from ~64 up (B=1024: 31.8 against 27.5 ms; a warp per query leaves most lanes idle
-// at 34 keys), hence off by default. It changes the last bits of fused mode, never its batch invariance.
+// Whether rope_attention may use its CUDA kernel: yes unless CN_ROPE_ATTENTION=0 (read once; to measure the
+// composite against it). docs/benchmarks.md (#19) has the measurements.
 bool rope_attention_cuda_enabled();
 
-// Whether the CUDA path takes S tokens of head dim dk (its shared memory holds K and V of one series and head).
-bool rope_attention_fits(int64_t S, int64_t dk);
+// Whether the CUDA kernel takes this input: a CUDA tensor of BF16 or F16, dk of 32, 64 or 128, S tokens whose
+// q, k and v fit the block's shared memory (S up to 200 at dk = 64; Chronos-2's context of 2048 is 131 tokens at H = 16), a 16-byte aligned base.
+bool rope_attention_cuda_takes(const at::Tensor& qkv, int64_t heads);
 
 namespace rope_attention_detail {
-constexpr int kWarps = 8;             // per block
-constexpr int kQueriesPerBlock = 16;  // kWarps warps, one query at a time each
-constexpr int64_t kMaxShared = 160 * 1024;
-// fp32 shared memory of one block: K rotated [S][dk + 4] (padded rows: a lane per key reads without bank conflicts,
-// 16-byte aligned), V [S][dk], its queries rotated [16][dk], one score row [S] per warp, the key mask [S].
-constexpr int64_t shared_bytes(int64_t S, int64_t dk) { return 4 * (S * (dk + 4) + S * dk + kQueriesPerBlock * dk + kWarps * S + S); }
+constexpr int kWarps = 4;                   // per block: a warp per 16 queries at a time
+constexpr int64_t kMaxShared = 227 * 1024;  // sm_90's most per block (the build's architecture)
+// Shared memory of one block (Sp = S rounded up to 16): q, k and v [Sp][dk + 8] in T (2 bytes), the RoPE table
+// [S][dk/2] float2, the key mask [Sp] in fp32.
+constexpr int64_t shared_bytes(int64_t S, int64_t dk) {
+    const int64_t Sp = (S + 15) / 16 * 16;
+    return 2 * 3 * Sp * (dk + 8) + 8 * S * (dk / 2) + 4 * Sp;
+}
 }  // namespace rope_attention_detail
 
 at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
                                     const at::Tensor& table = {});
 #ifdef CN_WITH_CUDA
-// generic: the any-dk instantiation even for dk = 64 (tests: both give the same bits).
+// The kernel alone (fails with kInternal on an input rope_attention_cuda_takes refuses).
 at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t heads,
-                               const at::Tensor& table = {}, bool generic = false);
+                               const at::Tensor& table = {});
 #endif
 
 }  // namespace cn::kernels

@@ -2,13 +2,19 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <vector>
 
+#include <ATen/TensorOperators.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/frac.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cublasLt.h>
 
@@ -82,11 +88,35 @@ struct Descs {
 
 using Key = std::tuple<int, int, int64_t, int64_t, bool, bool>;  // device, dtype, N, K, bias, ReLU
 
-struct Choice {
+struct Config {
     cublasLtMatmulAlgo_t algo{};
     size_t workspace = 0;
+};
+
+// The configuration every row count runs, and (when verified) a second one for calls of kLargeRows rows or more.
+struct Choice {
+    Config small;
+    bool has_large = false;
+    Config large;
     std::string description;
 };
+
+// Calls of at least kLargeRows rows may run a second configuration, chosen by cuBLASLt's heuristic at
+// kLargeReferenceRows rows (measured, docs/benchmarks.md: the small-row configuration is 20-30 % slower than
+// cuBLAS's own choice there for some layers), but only when it gives the same bits as the first: the second is
+// run on a probe of kLargeRows rows (a fixed pseudo-random matrix and the real weight) beside the first, and kept
+// only when every output is bit-identical (configurations that differ only in tile shape and raster, not in the
+// K order of a row's dot products, do). CN_ROWS_GEMM_LARGE=0 never looks for one (read once; for measuring).
+constexpr int64_t kLargeRows = 4096;
+constexpr int64_t kLargeReferenceRows = 8192;
+
+bool large_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("CN_ROWS_GEMM_LARGE");
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
 
 std::string describe(const cublasLtMatmulAlgo_t& algo) {
     auto attr = [&](cublasLtMatmulAlgoConfigAttributes_t a) {
@@ -107,29 +137,22 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
-// The configuration for this weight: the first of cuBLASLt's heuristic answers at reference_rows(dtype) rows that does
-// not split K and is valid for 1, 34 and 65536 rows; its workspace is the largest any of those row counts needs
-// (a per-call allocation of that size; split-K is what would make a workspace change the arithmetic, and it is
-// excluded). Chosen once per key, then fixed.
-const Choice& choose(at::ScalarType dt, int64_t N, int64_t K, bool bias, bool relu, int device, cublasLtHandle_t handle,
-                     const void* bias_ptr) {
-    static std::mutex mu;
-    static std::map<Key, Choice> cache;
-    const Key key{device, static_cast<int>(dt), N, K, bias, relu};
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-    Descs d(dt, N, K, reference_rows(dt), K, bias ? bias_ptr : nullptr, relu);
+// The first of cuBLASLt's heuristic answers at `ref_rows` rows that does not split K and is valid for every row count
+// in `check_rows`; its workspace is the largest any of those row counts needs (a per-call allocation of that size;
+// split-K is what would make a workspace change the arithmetic, and it is excluded). `why` collects the refusals.
+bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle, int64_t ref_rows,
+                 std::initializer_list<int64_t> check_rows, Config& out, std::string& why, int& found) {
+    Descs d(dt, N, K, ref_rows, K, bias, relu);
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kMaxWorkspace, sizeof(kMaxWorkspace)),
           "set MAX_WORKSPACE");
     std::vector<cublasLtMatmulHeuristicResult_t> results(32);
-    int found = 0;
+    found = 0;
     const cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, pref, static_cast<int>(results.size()), results.data(), &found);
     cublasLtMatmulPreferenceDestroy(pref);
     check(s, "cublasLtMatmulAlgoGetHeuristic");
-    std::string why;
     for (int i = 0; i < found; ++i) {
         cublasLtMatmulAlgo_t algo = results[static_cast<size_t>(i)].algo;
         uint32_t split = 1;
@@ -141,8 +164,8 @@ const Choice& choose(at::ScalarType dt, int64_t N, int64_t K, bool bias, bool re
         }
         bool ok = true;
         size_t workspace = results[static_cast<size_t>(i)].workspaceSize;
-        for (int64_t m : {int64_t{1}, int64_t{34}, int64_t{65536}}) {
-            Descs dm(dt, N, K, m, K, bias ? bias_ptr : nullptr, relu);
+        for (int64_t m : check_rows) {
+            Descs dm(dt, N, K, m, K, bias, relu);
             cublasLtMatmulHeuristicResult_t r{};
             const cublasStatus_t c = cublasLtMatmulAlgoCheck(handle, dm.op, dm.a, dm.b, dm.c, dm.c, &algo, &r);
             if (c != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kMaxWorkspace) {
@@ -154,10 +177,75 @@ const Choice& choose(at::ScalarType dt, int64_t N, int64_t K, bool bias, bool re
             workspace = std::max(workspace, r.workspaceSize);
         }
         if (!ok) continue;
-        return cache.emplace(key, Choice{algo, workspace, describe(algo) + ", workspace " + std::to_string(workspace)}).first->second;
+        out = Config{algo, workspace};
+        return true;
     }
-    fail(Status::kInternal, "rows_gemm: cuBLASLt offers no split-K-free configuration valid for every row count (N " + std::to_string(N) +
-                                ", K " + std::to_string(K) + ", " + std::to_string(found) + " candidates:" + why + ")");
+    return false;
+}
+
+// out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
+// counts `c` was checked for, or checked here.
+void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const void* bias, bool relu,
+                const at::Tensor& out) {
+    const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
+    Descs d(x.scalar_type(), N, K, M, K, bias, relu);
+    const float alpha = 1.0f, beta = 0.0f;
+    size_t ws = c.workspace;
+    if (M > 65536) {  // beyond the row counts checked at choice time: check this one (same configuration)
+        cublasLtMatmulHeuristicResult_t r{};
+        check(cublasLtMatmulAlgoCheck(handle, d.op, d.a, d.b, d.c, d.c, &c.algo, &r), "cublasLtMatmulAlgoCheck");
+        ws = std::max(ws, r.workspaceSize);
+    }
+    const at::Tensor workspace = ws > 0 ? at::empty({static_cast<int64_t>(ws)}, x.options().dtype(at::kByte)) : at::Tensor();
+    check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
+                         d.c, &c.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws, at::cuda::getCurrentCUDAStream()),
+          "cublasLtMatmul");
+}
+
+// The configurations for this weight: the one for every row count (cuBLASLt's first split-K-free answer at
+// reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and the verified large-call one (kLargeRows). Chosen
+// once per key, then fixed. The probe needs a synchronisation: outside CUDA graph capture only (a key first met
+// while capturing keeps the one configuration).
+const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtHandle_t handle) {
+    static std::mutex mu;
+    static std::map<Key, Choice> cache;
+    const at::ScalarType dt = w.scalar_type();
+    const int64_t N = w.size(0), K = w.size(1);
+    const Key key{w.device().index(), static_cast<int>(dt), N, K, bias != nullptr, relu};
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    Choice c;
+    std::string why;
+    int found = 0;
+    if (!find_config(dt, N, K, bias, relu, handle, reference_rows(dt), {1, 34, 65536}, c.small, why, found)) {
+        fail(Status::kInternal, "rows_gemm: cuBLASLt offers no split-K-free configuration valid for every row count (N " +
+                                    std::to_string(N) + ", K " + std::to_string(K) + ", " + std::to_string(found) + " candidates:" + why +
+                                    ")");
+    }
+    c.description = describe(c.small.algo) + ", workspace " + std::to_string(c.small.workspace);
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(), &capturing));
+    Config large;
+    std::string unused;
+    if (large_enabled() && capturing == cudaStreamCaptureStatusNone &&
+        find_config(dt, N, K, bias, relu, handle, kLargeReferenceRows, {kLargeRows, 65536}, large, unused, found) &&
+        describe(large.algo) != describe(c.small.algo)) {
+        // The probe: x[i] = frac(i * 0.7548776662) * 2 - 1 in fp32, rounded to the dtype (no RNG state touched).
+        const at::Tensor x =
+            ((at::arange(kLargeRows * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({kLargeRows, K});
+        const at::Tensor a = at::empty({kLargeRows, N}, w.options()), b = at::empty({kLargeRows, N}, w.options());
+        run_config(c.small, handle, x, w, bias, relu, a);
+        run_config(large, handle, x, w, bias, relu, b);
+        if (at::equal(a.view(at::kShort), b.view(at::kShort))) {  // bitwise (an integer view: NaN and -0 compare as bits)
+            c.has_large = true;
+            c.large = large;
+            c.description += "; from " + std::to_string(kLargeRows) + " rows " + describe(large.algo) + ", workspace " +
+                             std::to_string(large.workspace) + " (bit-identical on the probe)";
+        } else {
+            c.description += "; large-call configuration " + describe(large.algo) + " refused (different bits on the probe)";
+        }
+    }
+    return cache.emplace(key, c).first->second;
 }
 
 }  // namespace
@@ -174,10 +262,8 @@ bool rows_gemm_enabled(at::ScalarType dtype) {
 
 std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu) {
     const c10::cuda::CUDAGuard guard(w.device());
-    const at::Tensor b = bias ? at::empty({w.size(0)}, w.options()) : at::Tensor();
-    return choose(w.scalar_type(), w.size(0), w.size(1), bias, relu, w.device().index(), at::cuda::getCurrentCUDABlasLtHandle(),
-                  bias ? b.const_data_ptr() : nullptr)
-        .description;
+    const at::Tensor b = bias ? at::zeros({w.size(0)}, w.options()) : at::Tensor();
+    return choose(w, bias ? b.const_data_ptr() : nullptr, relu, at::cuda::getCurrentCUDABlasLtHandle()).description;
 }
 
 at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, bool relu) {
@@ -203,19 +289,8 @@ at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tens
     const c10::cuda::CUDAGuard guard(x.device());
     cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
     const void* bias = bc.defined() ? bc.const_data_ptr() : nullptr;
-    const Choice& choice = choose(x.scalar_type(), N, K, bias != nullptr, relu, x.device().index(), handle, bias);
-    Descs d(x.scalar_type(), N, K, M, K, bias, relu);
-    const float alpha = 1.0f, beta = 0.0f;
-    size_t ws = choice.workspace;
-    if (M > 65536) {  // beyond the row counts checked at choice time: check this one (same configuration)
-        cublasLtMatmulHeuristicResult_t r{};
-        check(cublasLtMatmulAlgoCheck(handle, d.op, d.a, d.b, d.c, d.c, &choice.algo, &r), "cublasLtMatmulAlgoCheck");
-        ws = std::max(ws, r.workspaceSize);
-    }
-    const at::Tensor workspace = ws > 0 ? at::empty({static_cast<int64_t>(ws)}, x.options().dtype(at::kByte)) : at::Tensor();
-    check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
-                         d.c, &choice.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws, at::cuda::getCurrentCUDAStream()),
-          "cublasLtMatmul");
+    const Choice& choice = choose(w, bias, relu, handle);
+    run_config(choice.has_large && M >= kLargeRows ? choice.large : choice.small, handle, x, w, bias, relu, out);
     return out;
 }
 

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # On the CUDA machine (issue #19): builds the library, the kernel and C-ABI GPU tests and cn_bench_gemm against that
 # machine's torch (incremental in build-gpu/, which scripts/device_test.sh shares), then runs the stages named:
-#   tests    the kernel GPU tests, and the Chronos-2 C-ABI GPU tests with the fused attention kernel on and off
+#   tests    the kernel GPU tests, and the Chronos-2 C-ABI GPU tests with the attention kernel on (default) and off
 #   gemm     cn_bench_gemm bf16: rows_gemm against at::linear per row count
 #   sweep    the batch sweep (B = 1..1024, context 512, H=16): the reference and cutenative rows, and fused bf16
 #            once more with CN_ROPE_ATTENTION=0
 #   profile  torch.profiler tables of fused bf16 at B=1 and B=1024
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series
-#   fused    the sweep's fused bf16 row alone, with CN_ROPE_ATTENTION=1 and 0
+#   fused    the sweep's fused bf16 row alone, with the attention kernel on (default) and off (CN_ROPE_ATTENTION=0)
+#   large    the sweep's fused bf16 row with rows_gemm's large-call configurations off (CN_ROWS_GEMM_LARGE=0)
 #   refrows  the sweep's fused bf16 row with rows_gemm's configurations chosen at 136, 272, 544 and 1088 rows
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   scripts/device_chronos2_perf.sh [tests] [gemm] [sweep] [fused] [refrows] [profile] [rolling]
+#   scripts/device_chronos2_perf.sh [tests] [gemm] [sweep] [fused] [large] [refrows] [profile] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -56,6 +57,10 @@ if [[ "$stages" == *" fused "* ]]; then
         CN_ROPE_ATTENTION=$ra bench --workloads s --rows cn-fused-bf16 --out "$out/fused_ra$ra.md" >"$out/fused_ra$ra.log" 2>&1 || rc=1
         echo "fused bf16, CN_ROPE_ATTENTION=$ra:"; sed -n '/^| B | runs/,/^$/p' "$out/fused_ra$ra.md"
     done
+fi
+if [[ "$stages" == *" large "* ]]; then
+    CN_ROWS_GEMM_LARGE=0 bench --workloads s --rows cn-fused-bf16 --out "$out/large0.md" >"$out/large0.log" 2>&1 || rc=1
+    echo "fused bf16, CN_ROWS_GEMM_LARGE=0:"; sed -n '/^| B | runs/,/^$/p' "$out/large0.md"
 fi
 if [[ "$stages" == *" refrows "* ]]; then
     for rr in 136 272 544 1088; do

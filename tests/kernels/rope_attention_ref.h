@@ -1,5 +1,6 @@
 // fp64 reference of kernels/rope_attention.h for the kernel tests: RoPE (rotate_half, positions 0..S-1) on q and k,
-// softmax(q kᵀ + bias) v per series and head, heads merged. Computed in double from qkv's values.
+// softmax(q kᵀ + bias) v per series and head, heads merged. Computed in double from qkv's values; with
+// rotate = false, q and k are taken as already rotated (the kernel's rounded rotation, to test the rest alone).
 #pragma once
 
 #include <cmath>
@@ -10,7 +11,8 @@
 
 namespace cn::test {
 
-inline at::Tensor rope_attention_ref(const at::Tensor& qkv_in, const at::Tensor& bias_in, const at::Tensor& inv_in, int64_t H) {
+inline at::Tensor rope_attention_ref(const at::Tensor& qkv_in, const at::Tensor& bias_in, const at::Tensor& inv_in, int64_t H,
+                                     bool rotate = true) {
     const at::Tensor qkv = qkv_in.to(at::kCPU, at::kDouble).contiguous(), bias = bias_in.to(at::kCPU, at::kDouble).contiguous();
     const at::Tensor inv = inv_in.to(at::kCPU, at::kFloat).contiguous();
     const int64_t B = qkv.size(0), S = qkv.size(1), dk = qkv.size(2) / (3 * H), I = H * dk, half = dk / 2;
@@ -20,6 +22,10 @@ inline at::Tensor rope_attention_ref(const at::Tensor& qkv_in, const at::Tensor&
     const float* f = inv.const_data_ptr<float>();
     double* o = out.data_ptr<double>();
     auto rot = [&](const double* v, int64_t s, std::vector<double>& r) {
+        if (!rotate) {
+            r.assign(v, v + dk);
+            return;
+        }
         for (int64_t i = 0; i < half; ++i) {
             const double a = static_cast<double>(f[i] * static_cast<float>(s));
             r[i] = v[i] * std::cos(a) - v[i + half] * std::sin(a);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "core/common/status.h"
 #include "core/models/chronos2/chronos2_covariates.h"
 #include "core/models/chronos2/chronos2_graphs.h"
+#include "core/runtime/host_copy.h"
 #include "core/runtime/quantiles.h"
 
 namespace cn::chronos2 {
@@ -352,25 +354,28 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
             for (int64_t k = 0; k < r; ++k) gids.push_back(static_cast<int64_t>(t - begin));
             rows += r;
         }
-        hb.context = at::full({rows, L}, kNaN, at::kFloat);
-        hb.future = at::full({rows, H}, kNaN, at::kFloat);
+        hb.context = at::empty({rows, L}, host_options(opt.device)).fill_(kNaN);
+        hb.future = at::empty({rows, H}, host_options(opt.device)).fill_(kNaN);
         for (size_t t = begin, row = 0; t < end; row += static_cast<size_t>(tasks[t].rows()), ++t) {
             fill_task(req, tasks[t], categories, hb.context.data_ptr<float>() + static_cast<int64_t>(row) * L, L,
                       hb.future.data_ptr<float>() + static_cast<int64_t>(row) * H);
         }
         hb.future_known = !all_nan(hb.future);
-        hb.group_ids = at::tensor(gids, at::kLong);
+        hb.group_ids = at::empty({rows}, host_options(opt.device).dtype(at::kLong));
+        std::copy(gids.begin(), gids.end(), hb.group_ids.data_ptr<int64_t>());
         return hb;
     };
-    // Queues the batch's pass on the device; returns its predictions [rows, Q, H] there (not waited for).
+    // Queues the batch's pass on the device and the copy of its predictions [rows, Q, H] back to the host (neither
+    // waited for: the inputs are page-locked, their copies asynchronous).
     auto launch_batch = [&](const HostBatch& hb) {
-        return predict_batch(cfg, w, opt, hb.context.to(opt.device), hb.group_ids.to(opt.device), hb.future.to(opt.device), hb.future_known,
-                             H, hb.singleton, run);
+        const at::TensorOptions dev = at::TensorOptions().device(opt.device);
+        return DeviceToHost(predict_batch(cfg, w, opt, hb.context.to(dev, /*non_blocking=*/true), hb.group_ids.to(dev, true),
+                                          hb.future.to(dev, true), hb.future_known, H, hb.singleton, run));
     };
     // Waits for a batch's predictions, selects or interpolates the requested levels ([rows, nq, H]) and writes its
     // targets' rows into `out`.
-    auto finish_batch = [&](const at::Tensor& device_pred, size_t begin, size_t end) {
-        at::Tensor pred = device_pred.to(at::kCPU);
+    auto finish_batch = [&](DeviceToHost& back, size_t begin, size_t end) {
+        at::Tensor pred = back.wait();
         if (qmap.subset) {
             pred = pred.index_select(1, at::tensor(qmap.index, at::kLong));
         } else {
@@ -389,18 +394,19 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         }
         run.advance();
     };
-    // One batch in flight: the host prepares batch k + 1 while the device runs batch k; batch k's results are
-    // collected before batch k + 1 is queued (its copy to the host would otherwise wait for batch k + 1 too).
-    at::Tensor pending;
+    // Two batches in flight: while the device runs batch k, the host prepares batch k + 1 and queues it behind,
+    // then waits for batch k's results alone (their copy runs on a side stream) and writes them out; the device
+    // never waits for the host between batches.
+    std::optional<DeviceToHost> pending;
     size_t pending_begin = 0, pending_end = 0;
     for (const auto& [begin, end] : batches) {
         run.check();
-        const HostBatch hb = prepare_batch(begin, end);
-        if (pending.defined()) finish_batch(pending, pending_begin, pending_end);
-        pending = launch_batch(hb);
+        DeviceToHost next = launch_batch(prepare_batch(begin, end));
+        if (pending) finish_batch(*pending, pending_begin, pending_end);
+        pending = std::move(next);
         pending_begin = begin, pending_end = end;
     }
-    if (pending.defined()) finish_batch(pending, pending_begin, pending_end);
+    if (pending) finish_batch(*pending, pending_begin, pending_end);
 }
 
 }  // namespace cn::chronos2
