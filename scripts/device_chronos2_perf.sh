@@ -5,7 +5,7 @@
 #   gemm     cn_bench_gemm bf16: rows_gemm against at::linear per row count
 #   sweep    the batch sweep (B = 1..1024, context 512, H=16): the reference and cutenative rows, and fused bf16
 #            once more with CN_ROPE_ATTENTION=0
-#   profile  torch.profiler tables of fused bf16 at B=1 and B=1024
+#   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, and the device's idle gaps)
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series
 #   fused    the sweep's fused bf16 row alone, with the attention kernel on (default) and off (CN_ROPE_ATTENTION=0)
 #   large    the sweep's fused bf16 row with rows_gemm's large-call configurations off (CN_ROWS_GEMM_LARGE=0)
@@ -69,9 +69,9 @@ if [[ "$stages" == *" refrows "* ]]; then
     done
 fi
 if [[ "$stages" == *" profile "* ]]; then
-    for b in 1 1024; do
+    for b in 1 256 1024; do
         bench --workloads s --sweep-batches $b --rows cn-fused-bf16 --profile cn-fused-bf16 --out "$out/profile_b$b.md" >"$out/profile_b$b.log" 2>&1 || rc=1
-        echo "profile B=$b:"; sed -n '/^## Profile/,$p' "$out/profile_b$b.md" | head -22
+        echo "profile B=$b:"; sed -n "/^## Profile/,\$p" "$out/profile_b$b.md" | head -70
     done
 fi
 if [[ "$stages" == *" rolling "* ]]; then

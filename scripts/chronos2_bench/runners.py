@@ -208,11 +208,13 @@ def profile_row(lib, model_dir, device, row_key, wl, calls=10, n_threads=0):
     finally:
         runner.close()
     kernels = {}
+    spans = []  # (start µs, end µs, name) of every device event, for the idle gaps below
     for ev in prof.events():
         if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
             k = kernels.setdefault(ev.name, [0, 0.0])
             k[0] += 1
             k[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+            spans.append((ev.time_range.start, ev.time_range.end, ev.name))
     n_kernels = sum(c for c, _ in kernels.values()) / calls
     gpu_us = sum(t for _, t in kernels.values()) / calls
     lines = ["", "## Profile: %s, %s (per call, %d calls under torch.profiler)" % (label, wl.title, calls), "",
@@ -222,4 +224,42 @@ def profile_row(lib, model_dir, device, row_key, wl, calls=10, n_threads=0):
     for name, (c, t) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:20]:
         lines.append("| `%s` | %.0f | %.1f | %.1f%% |" % (name[:90].replace("|", "/"), c / calls, t / calls,
                                                           100.0 * t / max(sum(x for _, x in kernels.values()), 1e-9)))
+    lines += [""] + idle_gaps(spans, calls)
     return "\n".join(lines) + "\n"
+
+
+def idle_gaps(spans, calls, top=12):
+    """Where the device waits: the union of the device events' intervals, the gaps between them (per call), and
+    the largest gaps with the events on either side (the one before a call's first kernel includes the host's
+    work between calls)."""
+    if not spans:
+        return []
+    spans.sort()
+    gaps, busy = [], 0.0
+    cur_s, cur_e, cur_n = spans[0]
+    for s0, e0, n in spans[1:]:
+        if s0 > cur_e:
+            busy += cur_e - cur_s
+            gaps.append((s0 - cur_e, cur_n, n))
+            cur_s, cur_e, cur_n = s0, e0, n
+        elif e0 > cur_e:
+            cur_e, cur_n = e0, n
+    busy += cur_e - cur_s
+    total = sum(g for g, _, _ in gaps)
+    small = sum(g for g, _, _ in gaps if g < 10.0)
+    out = ["Device idle time between the profiled calls' events, per call: union busy %.3f ms, idle %.3f ms in %.0f gaps "
+           "(%.3f ms in gaps under 10 µs); the largest gaps over all calls:" %
+           (busy / calls / 1e3, total / calls / 1e3, len(gaps) / calls, small / calls / 1e3), "",
+           "| gap (µs) | after | before |", "|---:|---|---|"]
+    for g, a, b in sorted(gaps, reverse=True)[:top]:
+        out.append("| %.1f | `%s` | `%s` |" % (g, a[:60].replace("|", "/"), b[:60].replace("|", "/")))
+    # Gaps grouped by the event they follow (where the idle time concentrates).
+    by_after = {}
+    for g, a, _ in gaps:
+        x = by_after.setdefault(a[:60], [0, 0.0])
+        x[0] += 1
+        x[1] += g
+    out += ["", "| idle after (per call) | gaps | µs |", "|---|---:|---:|"]
+    for a, (c, g) in sorted(by_after.items(), key=lambda kv: -kv[1][1])[:top]:
+        out.append("| `%s` | %.1f | %.1f |" % (a.replace("|", "/"), c / calls, g / calls))
+    return out

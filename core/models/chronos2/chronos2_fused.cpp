@@ -3,7 +3,8 @@
 //     the output transform (rearrange, sinh, un-scaling), kernels/chronos2_io.h;
 //   - every RMS norm fused with the residual add before it, kernels/rms_norm.h;
 //   - one QKV projection per attention (the three weights concatenated at load); the time attention by
-//     kernels/rope_attention.h on its output (RoPE in place and SDPA, or with CN_ROPE_ATTENTION=1 one kernel);
+//     kernels/rope_attention.h on its output (bf16/f16 on CUDA: one tensor-core kernel with RoPE folded in; else
+//     RoPE in place and SDPA);
 //   - with singleton groups, the group attention's value and output projections as one weight (group_vo);
 //   - linear layers written straight into their output (no per-series stacking copy), ReLU in the GEMM's
 //     epilogue where the GEMM has one (kernels/rows_gemm.h), else in place.
