@@ -261,8 +261,8 @@ at::Tensor rope_attention_cuda(const at::Tensor& qkv, const at::Tensor& bias, co
     if (B == 0) return out;
     const at::Tensor table = table_in.defined() ? table_in : rope_table_cuda(inv_freq, S, qkv.scalar_type());
     if (table.dim() != 3 || table.size(0) < S || table.size(1) != dk / 2 || table.size(2) != 2 || table.scalar_type() != at::kFloat ||
-        !table.is_contiguous() || table.device() != qkv.device()) {
-        fail(Status::kInternal, "rope_attention: table must be rope_table(inv_freq, S, dtype)");
+        !table.is_contiguous() || table.device() != qkv.device() || reinterpret_cast<uintptr_t>(table.const_data_ptr()) % 16 != 0) {
+        fail(Status::kInternal, "rope_attention: table must be rope_table(inv_freq, S, dtype) (16-byte aligned: cp.async)");
     }
     const c10::cuda::CUDAGuard guard(qkv.device());
     const size_t shared = static_cast<size_t>(rope_attention_detail::shared_bytes(S, dk));

@@ -33,7 +33,7 @@ at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const a
 bool rope_attention_cuda_enabled();
 
 // Whether the CUDA kernel takes this input: a CUDA tensor of BF16 or F16, dk of 32, 64 or 128, S tokens whose
-// q, k and v fit the block's shared memory (S up to 200 at dk = 64; Chronos-2's context of 2048 is 131 tokens at H = 16), a 16-byte aligned base.
+// q, k and v fit the block's shared memory (S up to 200 at dk = 64; Chronos-2's context of 2048 is 130 tokens at H = 16), a 16-byte aligned base.
 bool rope_attention_cuda_takes(const at::Tensor& qkv, int64_t heads);
 
 namespace rope_attention_detail {
