@@ -1,6 +1,7 @@
 #include "kernels/rows_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
 #include <map>
@@ -93,30 +94,48 @@ struct Config {
     size_t workspace = 0;
 };
 
-// The configuration every row count runs, and (when verified) a second one for calls of kLargeRows rows or more.
-struct Choice {
-    Config small;
-    bool has_large = false;
-    Config large;
-    std::string description;
+// A row-count tier: calls of [min_rows, max_rows] rows may run another configuration than the base one, chosen by
+// cuBLASLt's heuristic at ref_rows rows, but only when it gives the same bits as the base: both are run on a probe
+// of probe_rows rows (a fixed pseudo-random matrix and the real weight) and the tier's is kept only when every
+// output is bit-identical (configurations that differ in tile shape and raster, not in the K order of a row's dot
+// products, do). Measured, docs/benchmarks.md: the base configuration (chosen at 544 rows) is 20-30 % slower than
+// cuBLAS's own choice at tens of thousands of rows for some layers, and slower at one series' 34 rows.
+struct TierSpec {
+    int64_t min_rows, max_rows, ref_rows, probe_rows;
+    const char* env;  // "0" there turns the tier off (read once; for measuring)
 };
+constexpr TierSpec kTiers[] = {
+    {1, 68, 34, 68, "CN_ROWS_GEMM_SMALL"},                // 1 or 2 series of Chronos-2 at context 512 (at 136 rows the base is faster)
+    {4096, INT64_MAX, 8192, 4096, "CN_ROWS_GEMM_LARGE"},  // 121 series and more
+};
+constexpr int kNumTiers = static_cast<int>(sizeof(kTiers) / sizeof(kTiers[0]));
 
-// Calls of at least kLargeRows rows may run a second configuration, chosen by cuBLASLt's heuristic at
-// kLargeReferenceRows rows (measured, docs/benchmarks.md: the small-row configuration is 20-30 % slower than
-// cuBLAS's own choice there for some layers), but only when it gives the same bits as the first: the second is
-// run on a probe of kLargeRows rows (a fixed pseudo-random matrix and the real weight) beside the first, and kept
-// only when every output is bit-identical (configurations that differ only in tile shape and raster, not in the
-// K order of a row's dot products, do). CN_ROWS_GEMM_LARGE=0 never looks for one (read once; for measuring).
-constexpr int64_t kLargeRows = 4096;
-constexpr int64_t kLargeReferenceRows = 8192;
-
-bool large_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("CN_ROWS_GEMM_LARGE");
-        return !(v && std::string(v) == "0");
+bool tier_enabled(int t) {
+    static const std::vector<bool> on = [] {
+        std::vector<bool> v;
+        for (const TierSpec& spec : kTiers) {
+            const char* e = std::getenv(spec.env);
+            v.push_back(!(e && std::string(e) == "0"));
+        }
+        return v;
     }();
-    return on;
+    return on[static_cast<size_t>(t)];
 }
+
+// The base configuration every row count may run, and the verified tier configurations.
+struct Choice {
+    Config base;
+    bool has_tier[kNumTiers] = {};
+    Config tier[kNumTiers];
+    std::string description;
+
+    const Config& for_rows(int64_t M) const {
+        for (int t = 0; t < kNumTiers; ++t) {
+            if (has_tier[t] && M >= kTiers[t].min_rows && M <= kTiers[t].max_rows) return tier[t];
+        }
+        return base;
+    }
+};
 
 std::string describe(const cublasLtMatmulAlgo_t& algo) {
     auto attr = [&](cublasLtMatmulAlgoConfigAttributes_t a) {
@@ -202,10 +221,10 @@ void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, c
           "cublasLtMatmul");
 }
 
-// The configurations for this weight: the one for every row count (cuBLASLt's first split-K-free answer at
-// reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and the verified large-call one (kLargeRows). Chosen
-// once per key, then fixed. The probe needs a synchronisation: outside CUDA graph capture only (a key first met
-// while capturing keeps the one configuration).
+// The configurations for this weight: the base one for every row count (cuBLASLt's first split-K-free answer at
+// reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and each tier's when verified on its probe. Chosen
+// once per key, then fixed. The probes need a synchronisation: outside CUDA graph capture only (a key first met
+// while capturing keeps the base configuration alone).
 const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtHandle_t handle) {
     static std::mutex mu;
     static std::map<Key, Choice> cache;
@@ -217,32 +236,39 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
     Choice c;
     std::string why;
     int found = 0;
-    if (!find_config(dt, N, K, bias, relu, handle, reference_rows(dt), {1, 34, 65536}, c.small, why, found)) {
+    if (!find_config(dt, N, K, bias, relu, handle, reference_rows(dt), {1, 34, 65536}, c.base, why, found)) {
         fail(Status::kInternal, "rows_gemm: cuBLASLt offers no split-K-free configuration valid for every row count (N " +
                                     std::to_string(N) + ", K " + std::to_string(K) + ", " + std::to_string(found) + " candidates:" + why +
                                     ")");
     }
-    c.description = describe(c.small.algo) + ", workspace " + std::to_string(c.small.workspace);
+    c.description = describe(c.base.algo) + ", workspace " + std::to_string(c.base.workspace);
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(), &capturing));
-    Config large;
-    std::string unused;
-    if (large_enabled() && capturing == cudaStreamCaptureStatusNone &&
-        find_config(dt, N, K, bias, relu, handle, kLargeReferenceRows, {kLargeRows, 65536}, large, unused, found) &&
-        describe(large.algo) != describe(c.small.algo)) {
+    for (int t = 0; t < kNumTiers && capturing == cudaStreamCaptureStatusNone; ++t) {
+        const TierSpec& spec = kTiers[t];
+        Config cand;
+        std::string unused;
+        if (!tier_enabled(t) ||
+            !find_config(dt, N, K, bias, relu, handle, spec.ref_rows,
+                         {spec.min_rows, spec.probe_rows, std::min<int64_t>(spec.max_rows, 65536)}, cand, unused, found) ||
+            describe(cand.algo) == describe(c.base.algo)) {
+            continue;
+        }
         // The probe: x[i] = frac(i * 0.7548776662) * 2 - 1 in fp32, rounded to the dtype (no RNG state touched).
-        const at::Tensor x =
-            ((at::arange(kLargeRows * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({kLargeRows, K});
-        const at::Tensor a = at::empty({kLargeRows, N}, w.options()), b = at::empty({kLargeRows, N}, w.options());
-        run_config(c.small, handle, x, w, bias, relu, a);
-        run_config(large, handle, x, w, bias, relu, b);
+        const int64_t P = spec.probe_rows;
+        const at::Tensor x = ((at::arange(P * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({P, K});
+        const at::Tensor a = at::empty({P, N}, w.options()), b = at::empty({P, N}, w.options());
+        run_config(c.base, handle, x, w, bias, relu, a);
+        run_config(cand, handle, x, w, bias, relu, b);
+        const std::string rows =
+            std::to_string(spec.min_rows) + "-" + (spec.max_rows == INT64_MAX ? std::string() : std::to_string(spec.max_rows)) + " rows ";
         if (at::equal(a.view(at::kShort), b.view(at::kShort))) {  // bitwise (an integer view: NaN and -0 compare as bits)
-            c.has_large = true;
-            c.large = large;
-            c.description += "; from " + std::to_string(kLargeRows) + " rows " + describe(large.algo) + ", workspace " +
-                             std::to_string(large.workspace) + " (bit-identical on the probe)";
+            c.has_tier[t] = true;
+            c.tier[t] = cand;
+            c.description +=
+                "; " + rows + describe(cand.algo) + ", workspace " + std::to_string(cand.workspace) + " (bit-identical on the probe)";
         } else {
-            c.description += "; large-call configuration " + describe(large.algo) + " refused (different bits on the probe)";
+            c.description += "; " + rows + describe(cand.algo) + " refused (different bits on the probe)";
         }
     }
     return cache.emplace(key, c).first->second;
@@ -290,7 +316,7 @@ at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tens
     cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
     const void* bias = bc.defined() ? bc.const_data_ptr() : nullptr;
     const Choice& choice = choose(w, bias, relu, handle);
-    run_config(choice.has_large && M >= kLargeRows ? choice.large : choice.small, handle, x, w, bias, relu, out);
+    run_config(choice.for_rows(M), handle, x, w, bias, relu, out);
     return out;
 }
 

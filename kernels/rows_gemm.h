@@ -5,9 +5,10 @@
 // products therefore run the same instructions in the same K order whether the call has 34 rows or 34,000, so
 // a series' result is bit-identical whatever other series share its call (the batch invariance Chronos-2's
 // server merging relies on), with one launch per linear layer instead of one per series.
-// Calls of 4096 rows or more may run a second configuration (chosen for 8192 rows, faster there), but only one
-// that gave bit-identical outputs to the first on a probe at choice time (tile and raster differ, the K order of
-// a row's dot products does not); CN_ROWS_GEMM_LARGE=0 turns that off. rows_gemm_config() says which.
+// Calls of 1-68 rows and of 4096 rows or more may run other configurations (chosen for 34 and 8192 rows, faster
+// there), but only ones that gave bit-identical outputs to the base configuration on a probe at choice time (tile
+// and raster differ, the K order of a row's dot products does not); CN_ROWS_GEMM_SMALL=0 / CN_ROWS_GEMM_LARGE=0 turn
+// them off. rows_gemm_config() says which a weight uses.
 //   x  [..., K] (any leading shape, any strides; copied to a 16-byte-aligned contiguous matrix when needed)
 //   w  [N, K] contiguous; b [N] or undefined; same dtype (f32: exact fp32 products and sums, no TF32; bf16/f16:
 //      fp32 accumulation, rounded once to the output dtype, the bias added in the epilogue before that rounding)

@@ -9,11 +9,12 @@
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series
 #   fused    the sweep's fused bf16 row alone, with the attention kernel on (default) and off (CN_ROPE_ATTENTION=0)
 #   large    the sweep's fused bf16 row with rows_gemm's large-call configurations off (CN_ROWS_GEMM_LARGE=0)
+#   small    the sweep's fused bf16 row with rows_gemm's small-call configurations off (CN_ROWS_GEMM_SMALL=0)
 #   refrows  the sweep's fused bf16 row with rows_gemm's configurations chosen at 136, 272, 544 and 1088 rows
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   scripts/device_chronos2_perf.sh [tests] [gemm] [sweep] [fused] [large] [refrows] [profile] [rolling]
+#   scripts/device_chronos2_perf.sh [tests] [gemm] [sweep] [fused] [large] [small] [refrows] [profile] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -61,6 +62,10 @@ fi
 if [[ "$stages" == *" large "* ]]; then
     CN_ROWS_GEMM_LARGE=0 bench --workloads s --rows cn-fused-bf16 --out "$out/large0.md" >"$out/large0.log" 2>&1 || rc=1
     echo "fused bf16, CN_ROWS_GEMM_LARGE=0:"; sed -n '/^| B | runs/,/^$/p' "$out/large0.md"
+fi
+if [[ "$stages" == *" small "* ]]; then
+    CN_ROWS_GEMM_SMALL=0 bench --workloads s --rows cn-fused-bf16 --out "$out/small0.md" >"$out/small0.log" 2>&1 || rc=1
+    echo "fused bf16, CN_ROWS_GEMM_SMALL=0:"; sed -n '/^| B | runs/,/^$/p' "$out/small0.md"
 fi
 if [[ "$stages" == *" refrows "* ]]; then
     for rr in 136 272 544 1088; do
