@@ -1,5 +1,6 @@
 #include "kernels/rope_attention.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -8,6 +9,10 @@
 
 #include "core/common/status.h"
 #include "kernels/rope.h"
+
+#ifdef CN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 namespace cn::kernels {
 // Also called by the CUDA path (rope_attention.cu).
@@ -22,12 +27,21 @@ void check_rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const a
 }
 
 bool rope_attention_cuda_takes(const at::Tensor& qkv, int64_t H) {
+#ifdef CN_WITH_CUDA
     if (!qkv.defined() || !qkv.is_cuda() || qkv.dim() != 3 || H < 1 || qkv.size(2) % (3 * H) != 0 || !qkv.is_contiguous()) return false;
     if (qkv.scalar_type() != at::kBFloat16 && qkv.scalar_type() != at::kHalf) return false;
     const int64_t S = qkv.size(1), dk = qkv.size(2) / (3 * H);
-    return (dk == 32 || dk == 64 || dk == 128) && S >= 1 &&
-           rope_attention_detail::shared_bytes(S, dk) <= rope_attention_detail::kMaxShared && qkv.size(0) * H <= INT32_MAX &&
-           reinterpret_cast<uintptr_t>(qkv.const_data_ptr()) % 16 == 0;
+    // kMaxShared, or less where the device allows less per block.
+    const int64_t limit =
+        std::min<int64_t>(rope_attention_detail::kMaxShared,
+                          static_cast<int64_t>(at::cuda::getDeviceProperties(qkv.device().index())->sharedMemPerBlockOptin));
+    return (dk == 32 || dk == 64 || dk == 128) && S >= 1 && rope_attention_detail::shared_bytes(S, dk) <= limit &&
+           qkv.size(0) * H <= INT32_MAX && reinterpret_cast<uintptr_t>(qkv.const_data_ptr()) % 16 == 0;
+#else
+    (void)qkv;
+    (void)H;
+    return false;
+#endif
 }
 
 at::Tensor rope_attention_composite(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& inv_freq, int64_t H,
