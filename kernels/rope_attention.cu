@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kWarps * 32, DK <= 64 ? 6 : 4)
                 b0 = fmaxf(b0, __shfl_xor_sync(0xffffffffu, b0, o));
                 b1 = fmaxf(b1, __shfl_xor_sync(0xffffffffu, b1, o));
             }
-            const float n0 = fmaxf(mx0, b0), n1 = fmaxf(mx1, b1);  // finite: key 0 is real (the first block)
+            const float n0 = fmaxf(mx0, b0), n1 = fmaxf(mx1, b1);  // finite: block 0 holds key 0, whose mask is 0 or lowest
             const float s0 = __expf(mx0 - n0), s1 = __expf(mx1 - n1);
             mx0 = n0;
             mx1 = n1;
