@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 #include <map>
@@ -102,36 +103,48 @@ struct Config {
 // cuBLAS's own choice at tens of thousands of rows for some layers, and slower at one series' 34 rows.
 struct TierSpec {
     int64_t min_rows, max_rows, ref_rows, probe_rows;
-    const char* env;  // "0" there turns the tier off (read once; for measuring)
+    const char* env;  // "0" there turns the tier off (for measuring)
 };
-constexpr TierSpec kTiers[] = {
+// bf16/f16: the base (544 rows) serves 69-4095 rows.
+constexpr TierSpec kHalfTiers[] = {
     {1, 68, 34, 68, "CN_ROWS_GEMM_SMALL"},                // 1 or 2 series of Chronos-2 at context 512 (at 136 rows the base is faster)
     {4096, INT64_MAX, 8192, 4096, "CN_ROWS_GEMM_LARGE"},  // 121 series and more
 };
-constexpr int kNumTiers = static_cast<int>(sizeof(kTiers) / sizeof(kTiers[0]));
+// f32 (exact fp32: SIMT kernels, no tensor cores): the base is chosen at 16384 rows (a large tile, 5x slower than a
+// small one on 34 rows), so every range has a tier of its own; a tier whose probe fails falls back to the base.
+constexpr TierSpec kFloatTiers[] = {
+    {1, 68, 34, 68, "CN_ROWS_GEMM_SMALL"},           {69, 1088, 544, 544, "CN_ROWS_GEMM_MID"},               // 3-32 series
+    {1089, 4095, 2176, 2176, "CN_ROWS_GEMM_MID"},                                                            // 33-120 series
+    {4096, 16383, 8192, 4096, "CN_ROWS_GEMM_LARGE"}, {16384, INT64_MAX, 32768, 8192, "CN_ROWS_GEMM_LARGE"},  // 482 series and more
+};
+constexpr int kMaxTiers = 5;
 
-bool tier_enabled(int t) {
-    static const std::vector<bool> on = [] {
-        std::vector<bool> v;
-        for (const TierSpec& spec : kTiers) {
-            const char* e = std::getenv(spec.env);
-            v.push_back(!(e && std::string(e) == "0"));
-        }
-        return v;
-    }();
-    return on[static_cast<size_t>(t)];
+struct Tiers {
+    const TierSpec* spec;
+    int count;
+};
+Tiers tiers_for(at::ScalarType dt) {
+    if (dt == at::kFloat) return {kFloatTiers, static_cast<int>(sizeof(kFloatTiers) / sizeof(kFloatTiers[0]))};
+    return {kHalfTiers, static_cast<int>(sizeof(kHalfTiers) / sizeof(kHalfTiers[0]))};
+}
+static_assert(sizeof(kFloatTiers) / sizeof(kFloatTiers[0]) <= kMaxTiers && sizeof(kHalfTiers) / sizeof(kHalfTiers[0]) <= kMaxTiers);
+
+bool tier_enabled(const TierSpec& spec) {
+    const char* e = std::getenv(spec.env);  // read when a weight's configurations are chosen (once per weight shape)
+    return !(e && std::string(e) == "0");
 }
 
 // The base configuration every row count may run, and the verified tier configurations.
 struct Choice {
     Config base;
-    bool has_tier[kNumTiers] = {};
-    Config tier[kNumTiers];
+    Tiers tiers{nullptr, 0};
+    bool has_tier[kMaxTiers] = {};
+    Config tier[kMaxTiers];
     std::string description;
 
     const Config& for_rows(int64_t M) const {
-        for (int t = 0; t < kNumTiers; ++t) {
-            if (has_tier[t] && M >= kTiers[t].min_rows && M <= kTiers[t].max_rows) return tier[t];
+        for (int t = 0; t < tiers.count; ++t) {
+            if (has_tier[t] && M >= tiers.spec[t].min_rows && M <= tiers.spec[t].max_rows) return tier[t];
         }
         return base;
     }
@@ -156,16 +169,44 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
+// Whether `algo` runs every row count in `check_rows` within kMaxWorkspace; raises `workspace` to the largest any of
+// them needs. `why` (optional) collects the refusal.
+bool valid_for(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle,
+               const cublasLtMatmulAlgo_t& algo, std::initializer_list<int64_t> check_rows, size_t& workspace, std::string* why) {
+    for (int64_t m : check_rows) {
+        Descs dm(dt, N, K, m, K, bias, relu);
+        cublasLtMatmulHeuristicResult_t r{};
+        const cublasStatus_t c = cublasLtMatmulAlgoCheck(handle, dm.op, dm.a, dm.b, dm.c, dm.c, &algo, &r);
+        if (c != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kMaxWorkspace) {
+            if (why) {
+                *why += " [" + describe(algo) + ": " + std::to_string(m) + " rows: status " + std::to_string(static_cast<int>(c)) +
+                        ", workspace " + std::to_string(r.workspaceSize) + "]";
+            }
+            return false;
+        }
+        workspace = std::max(workspace, r.workspaceSize);
+    }
+    return true;
+}
+
 // The first of cuBLASLt's heuristic answers at `ref_rows` rows that does not split K and is valid for every row count
 // in `check_rows`; its workspace is the largest any of those row counts needs (a per-call allocation of that size;
 // split-K is what would make a workspace change the arithmetic, and it is excluded). `why` collects the refusals.
+// no_reduction: ask the heuristic for split-K-free answers only (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK); where
+// its unrestricted answers for few rows are all split-K (f32 with N 768: measured on the H100), this finds the best
+// of the others.
 bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle, int64_t ref_rows,
-                 std::initializer_list<int64_t> check_rows, Config& out, std::string& why, int& found) {
+                 std::initializer_list<int64_t> check_rows, Config& out, std::string& why, int& found, bool no_reduction = false) {
     Descs d(dt, N, K, ref_rows, K, bias, relu);
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kMaxWorkspace, sizeof(kMaxWorkspace)),
           "set MAX_WORKSPACE");
+    if (no_reduction) {
+        const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+        check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)),
+              "set REDUCTION_SCHEME_MASK");
+    }
     std::vector<cublasLtMatmulHeuristicResult_t> results(32);
     found = 0;
     const cublasStatus_t s =
@@ -181,25 +222,36 @@ bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool
             why += " [" + describe(algo) + ": split-K]";
             continue;
         }
-        bool ok = true;
         size_t workspace = results[static_cast<size_t>(i)].workspaceSize;
-        for (int64_t m : check_rows) {
-            Descs dm(dt, N, K, m, K, bias, relu);
-            cublasLtMatmulHeuristicResult_t r{};
-            const cublasStatus_t c = cublasLtMatmulAlgoCheck(handle, dm.op, dm.a, dm.b, dm.c, dm.c, &algo, &r);
-            if (c != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kMaxWorkspace) {
-                why += " [" + describe(algo) + ": " + std::to_string(m) + " rows: status " + std::to_string(static_cast<int>(c)) +
-                       ", workspace " + std::to_string(r.workspaceSize) + "]";
-                ok = false;
-                break;
-            }
-            workspace = std::max(workspace, r.workspaceSize);
-        }
-        if (!ok) continue;
+        if (!valid_for(dt, N, K, bias, relu, handle, algo, check_rows, workspace, &why)) continue;
         out = Config{algo, workspace};
         return true;
     }
     return false;
+}
+
+// f32 only: the base configuration's algorithm with each tile it supports (stages, split-K 1 and the rest as the
+// base's), valid for every row count in `check_rows`. cuBLASLt's exact-fp32 kernels (one algorithm, SIMT FMA, a
+// K depth of 8 per stage for every tile) compute each output by the same chain of FMAs over k whatever the tile;
+// each variant is still verified on the probe before it is used.
+std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu,
+                                  cublasLtHandle_t handle, std::initializer_list<int64_t> check_rows) {
+    size_t bytes = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
+    std::vector<uint32_t> tiles(bytes / sizeof(uint32_t));
+    if (tiles.empty() ||
+        cublasLtMatmulAlgoCapGetAttribute(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS) {
+        return {};
+    }
+    std::vector<Config> out;
+    for (uint32_t tile : tiles) {
+        Config v = base;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile)) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        v.workspace = 0;
+        if (valid_for(dt, N, K, bias, relu, handle, v.algo, check_rows, v.workspace, nullptr)) out.push_back(v);
+    }
+    return out;
 }
 
 // out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
@@ -219,6 +271,26 @@ void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, c
     check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
                          d.c, &c.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws, at::cuda::getCurrentCUDAStream()),
           "cublasLtMatmul");
+}
+
+// Mean GPU time of one run of configuration `c` on x (after one untimed run), in ms.
+float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const void* bias, bool relu,
+                  const at::Tensor& out) {
+    constexpr int kRuns = 3;
+    run_config(c, handle, x, w, bias, relu, out);
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    C10_CUDA_CHECK(cudaEventCreate(&e0));
+    C10_CUDA_CHECK(cudaEventCreate(&e1));
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    C10_CUDA_CHECK(cudaEventRecord(e0, stream));
+    for (int i = 0; i < kRuns; ++i) run_config(c, handle, x, w, bias, relu, out);
+    C10_CUDA_CHECK(cudaEventRecord(e1, stream));
+    C10_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    C10_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    C10_CUDA_CHECK(cudaEventDestroy(e0));
+    C10_CUDA_CHECK(cudaEventDestroy(e1));
+    return ms / kRuns;
 }
 
 // The configurations for this weight: the base one for every row count (cuBLASLt's first split-K-free answer at
@@ -244,32 +316,78 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
     c.description = describe(c.base.algo) + ", workspace " + std::to_string(c.base.workspace);
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(), &capturing));
-    for (int t = 0; t < kNumTiers && capturing == cudaStreamCaptureStatusNone; ++t) {
-        const TierSpec& spec = kTiers[t];
-        Config cand;
+    c.tiers = tiers_for(dt);
+    for (int t = 0; t < c.tiers.count && capturing == cudaStreamCaptureStatusNone; ++t) {
+        const TierSpec& spec = c.tiers.spec[t];
+        if (!tier_enabled(spec)) continue;
+        const std::string rows =
+            std::to_string(spec.min_rows) + "-" + (spec.max_rows == INT64_MAX ? std::string() : std::to_string(spec.max_rows)) + " rows ";
+        const std::initializer_list<int64_t> tier_rows = {spec.min_rows, spec.probe_rows, std::min<int64_t>(spec.max_rows, 65536)};
+        // Candidates: cuBLASLt's first split-K-free answer at the tier's row count; for f32 also its best answer among
+        // split-K-free configurations only (where all its first answers split K) and the base algorithm's other tiles.
+        std::vector<Config> cands;
         std::string unused;
-        if (!tier_enabled(t) ||
-            !find_config(dt, N, K, bias, relu, handle, spec.ref_rows,
-                         {spec.min_rows, spec.probe_rows, std::min<int64_t>(spec.max_rows, 65536)}, cand, unused, found) ||
-            describe(cand.algo) == describe(c.base.algo)) {
-            continue;
+        Config h;
+        if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found)) cands.push_back(h);
+        const bool timed = dt == at::kFloat;
+        if (timed) {
+            if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
+                cands.push_back(h);
+            for (const Config& v : tile_variants(c.base, dt, N, K, bias, relu, handle, tier_rows)) cands.push_back(v);
         }
+        std::vector<std::string> seen{describe(c.base.algo)};
+        std::vector<Config> unique;
+        for (const Config& x : cands) {
+            const std::string d = describe(x.algo);
+            if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d), unique.push_back(x);
+        }
+        if (unique.empty()) continue;  // nothing but the base
         // The probe: x[i] = frac(i * 0.7548776662) * 2 - 1 in fp32, rounded to the dtype (no RNG state touched).
         const int64_t P = spec.probe_rows;
         const at::Tensor x = ((at::arange(P * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({P, K});
         const at::Tensor a = at::empty({P, N}, w.options()), b = at::empty({P, N}, w.options());
         run_config(c.base, handle, x, w, bias, relu, a);
-        run_config(cand, handle, x, w, bias, relu, b);
-        const std::string rows =
-            std::to_string(spec.min_rows) + "-" + (spec.max_rows == INT64_MAX ? std::string() : std::to_string(spec.max_rows)) + " rows ";
-        if (at::equal(a.view(at::kShort), b.view(at::kShort))) {  // bitwise (an integer view: NaN and -0 compare as bits)
-            c.has_tier[t] = true;
-            c.tier[t] = cand;
-            c.description +=
-                "; " + rows + describe(cand.algo) + ", workspace " + std::to_string(cand.workspace) + " (bit-identical on the probe)";
-        } else {
-            c.description += "; " + rows + describe(cand.algo) + " refused (different bits on the probe)";
+        auto same_bits = [&](const Config& cand) {
+            run_config(cand, handle, x, w, bias, relu, b);
+            return at::equal(a.view(at::kShort), b.view(at::kShort));  // bitwise (an integer view: NaN and -0 compare as bits)
+        };
+        if (!timed) {  // bf16/f16: the heuristic's answer, when it gives the base's bits
+            const Config& cand = unique.front();
+            if (same_bits(cand)) {
+                c.has_tier[t] = true;
+                c.tier[t] = cand;
+                c.description +=
+                    "; " + rows + describe(cand.algo) + ", workspace " + std::to_string(cand.workspace) + " (bit-identical on the probe)";
+            } else {
+                c.description += "; " + rows + describe(cand.algo) + " refused (different bits on the probe)";
+            }
+            continue;
         }
+        // f32: the fastest on the probe of the candidates that give the base's bits (timed at choice time; any of them
+        // gives the same bits, so which one wins does not change a result).
+        const float base_ms = time_config(c.base, handle, x, w, bias, relu, b);
+        float best_ms = base_ms;
+        int verified = 0, refused = 0;
+        for (const Config& cand : unique) {
+            if (!same_bits(cand)) {
+                ++refused;
+                continue;
+            }
+            ++verified;
+            const float ms = time_config(cand, handle, x, w, bias, relu, b);
+            if (ms < best_ms) {
+                best_ms = ms;
+                c.has_tier[t] = true;
+                c.tier[t] = cand;
+            }
+        }
+        char timing[160];
+        std::snprintf(timing, sizeof(timing),
+                      " (the fastest on the probe of %d bit-identical candidates, %d refused: %.1f us against the base's %.1f)", verified,
+                      refused, best_ms * 1e3, base_ms * 1e3);
+        c.description += "; " + rows +
+                         (c.has_tier[t] ? describe(c.tier[t].algo) + ", workspace " + std::to_string(c.tier[t].workspace) : "the base") +
+                         timing;
     }
     return cache.emplace(key, c).first->second;
 }
@@ -283,7 +401,8 @@ bool rows_gemm_enabled(at::ScalarType dtype) {
         if (v && std::string(v) == "0") return 0;
         return -1;
     }();
-    return setting == 1 || (setting == -1 && dtype != at::kFloat);
+    (void)dtype;  // every dtype by default since the f32 tiers (docs/benchmarks.md, #19 fourth step)
+    return setting != 0;
 }
 
 std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu) {

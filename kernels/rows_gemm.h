@@ -5,10 +5,13 @@
 // products therefore run the same instructions in the same K order whether the call has 34 rows or 34,000, so
 // a series' result is bit-identical whatever other series share its call (the batch invariance Chronos-2's
 // server merging relies on), with one launch per linear layer instead of one per series.
-// Calls of 1-68 rows and of 4096 rows or more may run other configurations (chosen for 34 and 8192 rows, faster
-// there), but only ones that gave bit-identical outputs to the base configuration on a probe at choice time (tile
-// and raster differ, the K order of a row's dot products does not); CN_ROWS_GEMM_SMALL=0 / CN_ROWS_GEMM_LARGE=0 turn
-// them off. rows_gemm_config() says which a weight uses.
+// Row-count tiers may run other configurations (bf16/f16: calls of 1-68 rows and of 4096 or more, chosen for 34 and
+// 8192 rows; f32: 1-68, 69-1088, 1089-4095, 4096-16383 and 16384+, chosen for 34, 544, 2176, 8192 and 32768), but only ones that gave
+// bit-identical outputs to the base configuration on a probe at choice time (tile and raster differ, the K order of
+// a row's dot products does not); CN_ROWS_GEMM_SMALL=0 / CN_ROWS_GEMM_MID=0 / CN_ROWS_GEMM_LARGE=0 turn them off.
+// For f32 a tier's candidates also include the base algorithm with each of its other tiles, and the fastest of the
+// verified ones on the probe wins (timed when the weight shape is first met, outside graph capture: tens of ms per
+// shape, once per process; any winner gives the base's bits). rows_gemm_config() says which a weight uses.
 //   x  [..., K] (any leading shape, any strides; copied to a 16-byte-aligned contiguous matrix when needed)
 //   w  [N, K] contiguous; b [N] or undefined; same dtype (f32: exact fp32 products and sums, no TF32; bf16/f16:
 //      fp32 accumulation, rounded once to the output dtype, the bias added in the epilogue before that rounding)
@@ -33,11 +36,11 @@ at::Tensor rows_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
 std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu = false);
 
 // Whether series_linear's CUDA path uses rows_gemm (one launch over all rows) instead of one GEMM per series, for
-// weights of this dtype. Default: bf16/f16 yes, f32 no (measured on an H100, docs/benchmarks.md: bf16 is as fast
-// at one series and 4-9x faster from 16 series up; f32's exact (non-tensor-core) configurations are 4x slower than
-// per-series cuBLAS at one series, faster from 16 up). CN_ROWS_GEMM=1 turns it on for every dtype, CN_ROWS_GEMM=0
-// off for every dtype (read once). Either way a series' result does not depend on its batch; the setting is part
-// of the arithmetic (it changes the last bits).
+// weights of this dtype. Default: every dtype (measured on an H100, docs/benchmarks.md: bf16 is as fast at one
+// series and 4-9x faster from 16 series up; f32 needed its row-count tiers, its one large-tile configuration being
+// 4x slower than per-series cuBLAS at one series). CN_ROWS_GEMM=0 turns it off for every dtype (read once; "1" is
+// the default). Either way a series' result does not depend on its batch; the setting is part of the arithmetic
+// (it changes the last bits).
 bool rows_gemm_enabled(at::ScalarType dtype);
 
 }  // namespace cn::kernels

@@ -11,9 +11,9 @@
 //   alignment: core/runtime/cpu_numerics.h), so neither the batch nor the thread count changes a bit.
 //   (A multi-threaded MKL GEMM splits its work by the thread count, and on AMD processors MKL's "strict"
 //   reproducibility mode does not prevent that: 1 vs 4 threads differed in the last bit.)
-// CUDA: bf16/f16 run one rows_gemm launch over all rows (one pinned cuBLASLt configuration: kernels/rows_gemm.h);
-//   f32 runs one cuBLAS GEMM per series into its slice of the output (cuBLAS picks its kernel by shape alone).
-//   CN_ROWS_GEMM=1 / 0 sets rows_gemm on / off for every dtype. Either way batch-invariant.
+// CUDA: one rows_gemm launch over all rows (pinned cuBLASLt configurations: kernels/rows_gemm.h); with
+//   CN_ROWS_GEMM=0, one cuBLAS GEMM per series into its slice of the output (cuBLAS picks its kernel by shape
+//   alone). Either way batch-invariant.
 // relu: max(0, ·) of the result (rows_gemm: in the GEMM's epilogue; elsewhere in place after the GEMMs).
 #pragma once
 

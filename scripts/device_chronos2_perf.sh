@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # On the CUDA machine (issue #19): builds the library, the kernel and C-ABI GPU tests and cn_bench_gemm against that
 # machine's torch (incremental in build-gpu/, which scripts/device_test.sh shares), then runs the stages named:
-#   tests    the kernel GPU tests, and the Chronos-2 C-ABI GPU tests with the attention kernel on (default) and off
+#   tests    the kernel GPU tests, the Chronos-2 C-ABI GPU tests with the attention kernel on (default) and off, and
+#            the batch-invariance test with rows_gemm's row-count tiers off
 #   gemm     cn_bench_gemm bf16: rows_gemm against at::linear per row count
+#   f32      rows_gemm's f32 configurations (the kernel test's lines), cn_bench_gemm f32, and the sweep's fused f32
+#            row with the default GEMMs and with one per series (CN_ROWS_GEMM=0)
 #   sweep    the batch sweep (B = 1..1024, context 512, H=16): the reference and cutenative rows, and fused bf16
 #            once more with CN_ROPE_ATTENTION=0
-#   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, and the device's idle gaps)
+#   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, the device's idle gaps, the host timeline)
+#   profile32  the same for fused f32 at B=1, 64 and 1024
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series
 #   fused    the sweep's fused bf16 row alone, with the attention kernel on (default) and off (CN_ROPE_ATTENTION=0)
 #   large    the sweep's fused bf16 row with rows_gemm's large-call configurations off (CN_ROWS_GEMM_LARGE=0)
@@ -14,7 +18,7 @@
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   scripts/device_chronos2_perf.sh [tests] [gemm] [sweep] [fused] [large] [small] [refrows] [profile] [rolling]
+#   scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [fused] [large] [small] [refrows] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -45,8 +49,20 @@ if [[ "$stages" == *" tests "* ]]; then
         CN_ROPE_ATTENTION=$ra "$build/tests/test_capi_gpu" >"$out/test_capi_gpu_ra$ra.log" 2>&1 || rc=1
         echo "test_capi_gpu CN_ROPE_ATTENTION=$ra:"; grep -E '^\[  (PASSED|FAILED) |FAILED|Failure|fused' "$out/test_capi_gpu_ra$ra.log" | head -12
     done
+    CN_ROWS_GEMM_SMALL=0 CN_ROWS_GEMM_MID=0 CN_ROWS_GEMM_LARGE=0 "$build/tests/test_capi_gpu" --gtest_filter='Chronos2BatchGpu.*' \
+        >"$out/test_capi_gpu_notiers.log" 2>&1 || rc=1
+    echo "Chronos2BatchGpu, rows_gemm tiers off:"; grep -E '^\[  (PASSED|FAILED) |FAILED|Failure' "$out/test_capi_gpu_notiers.log" | head -8
 fi
 if [[ "$stages" == *" gemm "* ]]; then "$build/tests/cn_bench_gemm" bf16 >"$out/gemm_bf16.md"; cat "$out/gemm_bf16.md"; fi
+if [[ "$stages" == *" f32 "* ]]; then
+    "$build/tests/test_kernels_gpu" --gtest_filter='RowsGemmGpu.*' >"$out/rows_gemm_configs.log" 2>&1 || rc=1
+    echo "rows_gemm configurations (f32 first):"; grep -E 'algo|PASSED|FAILED' "$out/rows_gemm_configs.log" | head -20
+    "$build/tests/cn_bench_gemm" f32 >"$out/gemm_f32.md"; cat "$out/gemm_f32.md"
+    for rg in 1 0; do
+        CN_ROWS_GEMM=$rg bench --workloads s --rows cn-fused-f32 --out "$out/f32_rg$rg.md" >"$out/f32_rg$rg.log" 2>&1 || rc=1
+        echo "fused f32, CN_ROWS_GEMM=$rg:"; sed -n '/^| B | runs/,/^$/p' "$out/f32_rg$rg.md"
+    done
+fi
 if [[ "$stages" == *" sweep "* ]]; then
     bench --workloads s --out "$out/sweep.md" >"$out/sweep.log" 2>&1 || rc=1
     CN_ROPE_ATTENTION=0 bench --workloads s --rows cn-fused-bf16 --out "$out/sweep_ra0.md" >"$out/sweep_ra0.log" 2>&1 || rc=1
@@ -77,6 +93,12 @@ if [[ "$stages" == *" profile "* ]]; then
     for b in 1 256 1024; do
         bench --workloads s --sweep-batches $b --rows cn-fused-bf16 --profile cn-fused-bf16 --out "$out/profile_b$b.md" >"$out/profile_b$b.log" 2>&1 || rc=1
         echo "profile B=$b:"; sed -n "/^## Profile/,\$p" "$out/profile_b$b.md" | head -70
+    done
+fi
+if [[ "$stages" == *" profile32 "* ]]; then
+    for b in 1 64 1024; do
+        bench --workloads s --sweep-batches $b --rows cn-fused-f32 --profile cn-fused-f32 --out "$out/profile32_b$b.md" >"$out/profile32_b$b.log" 2>&1 || rc=1
+        echo "profile f32 B=$b:"; sed -n "/^## Profile/,\$p" "$out/profile32_b$b.md" | head -70
     done
 fi
 if [[ "$stages" == *" rolling "* ]]; then

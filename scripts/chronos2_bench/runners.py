@@ -83,6 +83,26 @@ class CnModel:
             lib.cn_forecast_request_free(req)
         return out, (int(shape.n_series), int(shape.n_outputs), int(shape.horizon))
 
+    def build_request_only(self, rows, horizon):
+        """The Python side of forecast() alone: builds the request, asks its shape, frees it (no forecast). For the
+        profile's host timeline: how much of a call is request building through ctypes."""
+        lib, err = self.lib, self.err
+        req = ctypes.c_void_p()
+        self.check(lib.cn_forecast_request_create(ctypes.byref(req), err))
+        try:
+            add = lib.cn_forecast_request_add_series
+            for ptr, n in rows:
+                st = add(req, ptr, n, -1, None, err)
+                if st:
+                    self.check(st)
+            self.check(lib.cn_forecast_request_set_horizon(req, horizon, err))
+            shape = cn.ForecastShape()
+            lib.cn_forecast_shape_init(ctypes.byref(shape))
+            self.check(lib.cn_forecast_get_shape(self.model, req, ctypes.byref(shape), err))
+            np.empty(max(int(shape.n_values), 1), dtype=np.float32)
+        finally:
+            lib.cn_forecast_request_free(req)
+
     def close(self):
         if self.model:
             self.lib.cn_model_free(self.model)
@@ -187,7 +207,7 @@ def time_workload(runner, wl, device, warmup, n_runs):
 def profile_row(lib, model_dir, device, row_key, wl, calls=10, n_threads=0):
     """Where the time goes: one cutenative row on one workload under torch.profiler (same process, same
     LibTorch, so its CUDA kernels are recorded). Returns a markdown section."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     row = next((r for r in ROWS if r[0] == row_key), None)
     if row is None or row[2] != "cn":
@@ -202,19 +222,29 @@ def profile_row(lib, model_dir, device, row_key, wl, calls=10, n_threads=0):
         t0 = time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
-                runner.call(wl, s0, e0)
+                with record_function(CALL_MARK):
+                    runner.call(wl, s0, e0)
             sync(device)
         wall = (time.perf_counter() - t0) / calls
+        t1 = time.perf_counter()
+        for _ in range(calls):
+            runner.m.build_request_only(wl.cn_rows[s0:e0], wl.horizon)
+        build_ms = (time.perf_counter() - t1) / calls * 1e3
     finally:
         runner.close()
     kernels = {}
     spans = []  # (start µs, end µs, name) of every device event, for the idle gaps below
+    cpu_ops = []  # (start µs, end µs, name) of every host-side op event (ATen ops, the library's included)
     for ev in prof.events():
-        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
-            k = kernels.setdefault(ev.name, [0, 0.0])
-            k[0] += 1
-            k[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
-            spans.append((ev.time_range.start, ev.time_range.end, ev.name))
+        if getattr(ev, "device_type", None) is None or "CUDA" not in str(ev.device_type):
+            cpu_ops.append((ev.time_range.start, ev.time_range.end, ev.name))
+            continue
+        if ev.name == CALL_MARK:  # the call's range as the profiler mirrors it on the device: not a kernel
+            continue
+        k = kernels.setdefault(ev.name, [0, 0.0])
+        k[0] += 1
+        k[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+        spans.append((ev.time_range.start, ev.time_range.end, ev.name))
     n_kernels = sum(c for c, _ in kernels.values()) / calls
     gpu_us = sum(t for _, t in kernels.values()) / calls
     lines = ["", "## Profile: %s, %s (per call, %d calls under torch.profiler)" % (label, wl.title, calls), "",
@@ -224,8 +254,73 @@ def profile_row(lib, model_dir, device, row_key, wl, calls=10, n_threads=0):
     for name, (c, t) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:20]:
         lines.append("| `%s` | %.0f | %.1f | %.1f%% |" % (name[:90].replace("|", "/"), c / calls, t / calls,
                                                           100.0 * t / max(sum(x for _, x in kernels.values()), 1e-9)))
-    lines += [""] + idle_gaps(spans, calls)
+    lines += [""] + idle_gaps(spans, calls) + [""] + host_timeline(cpu_ops, spans)
+    lines += ["", "Building the request alone through ctypes (create, %d x add_series, set_horizon, get_shape, free; "
+              "no forecast, not profiled): %.3f ms per call." % (e0 - s0, build_ms)]
     return "\n".join(lines) + "\n"
+
+
+CALL_MARK = "cn_bench_call"
+
+
+def _union(intervals):
+    """Total length of the union of (start, end, ...) intervals."""
+    total, cur_s, cur_e = 0.0, None, None
+    for iv in sorted(intervals):
+        s0, e0 = iv[0], iv[1]
+        if cur_e is None or s0 > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s0, e0
+        elif e0 > cur_e:
+            cur_e = e0
+    return total + (cur_e - cur_s if cur_e is not None else 0.0)
+
+
+def host_timeline(cpu_ops, spans, top=12):
+    """Where a call's wall time goes on the host, per profiled call (each wrapped in a CALL_MARK range): from the
+    call's start to the device's first event (request building, validation, the first batch's preparation and
+    launches), from the device's last event to the call's end (results back and written out), and how much of the
+    call the host spends inside any op event (ATen ops and the library's own) against outside them (ctypes, the C
+    ABI and pipeline loops, allocations)."""
+    marks = sorted((s0, e0) for s0, e0, n in cpu_ops if n == CALL_MARK)
+    if not marks:
+        return []
+    rows = []
+    op_self = {}
+    pre_ops = {}  # the op events before the device's first event
+    for s0, e0 in marks:
+        dev = [(a, b) for a, b, _ in spans if a >= s0 and b <= e0]
+        inside = [(a, b, n) for a, b, n in cpu_ops if n != CALL_MARK and a >= s0 and b <= e0]
+        if not dev:
+            continue
+        first, last = min(a for a, _ in dev), max(b for _, b in dev)
+        before = [(a, min(b, first), n) for a, b, n in inside if a < first]
+        rows.append((e0 - s0, first - s0, e0 - last, _union(dev), _union(inside), _union(before)))
+        for a, b, n in before:
+            x = pre_ops.setdefault(n, [0, 0.0])
+            x[0] += 1
+            x[1] += b - a
+        for a, b, n in inside:
+            x = op_self.setdefault(n, [0, 0.0])
+            x[0] += 1
+            x[1] += b - a
+    if not rows:
+        return []
+    n = len(rows)
+    mean = [sum(r[i] for r in rows) / n / 1e3 for i in range(6)]
+    out = ["Host timeline per call (mean of %d calls, ms): wall %.3f; call start to the device's first event %.3f "
+           "(inside op events %.3f, outside them %.3f); the device's last event to the call's end %.3f; device busy "
+           "(union) %.3f; host inside op events (union) %.3f, outside them %.3f." %
+           (n, mean[0], mean[1], mean[5], mean[1] - mean[5], mean[2], mean[3], mean[4], mean[0] - mean[4]), "",
+           "Op events before the device's first event: " + ", ".join(
+               "`%s` %.1f x, %.1f µs" % (name[:50], c / n, t / n)
+               for name, (c, t) in sorted(pre_ops.items(), key=lambda kv: -kv[1][1])[:8]) + ".", "",
+           "| host op (inclusive time, nested ops counted in their parents too) | per call | µs per call |",
+           "|---|---:|---:|"]
+    for name, (c, t) in sorted(op_self.items(), key=lambda kv: -kv[1][1])[:top]:
+        out.append("| `%s` | %.1f | %.1f |" % (name[:70].replace("|", "/"), c / n, t / n))
+    return out
 
 
 def idle_gaps(spans, calls, top=12):

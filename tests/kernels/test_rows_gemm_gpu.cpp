@@ -1,6 +1,6 @@
 // GPU (ctest label "gpu"): kernels/rows_gemm.h. Every output row is bit-identical whatever the number of rows in
-// the call (the same rows computed in calls of 1, 34, 35, 2 x 34 + 1, 34 x 64 and 34 x 1024 rows, at different
-// offsets), and close to an fp64 reference (f32: fp32 products and sums, no TF32; bf16: fp32 accumulation,
+// the call (the same rows computed in calls of 1, 34, 36, 68, 74, 2176, 8709 and 34,822 rows, at different offsets: every
+// row-count tier of both dtypes), and close to an fp64 reference (f32: fp32 products and sums, no TF32; bf16: fp32 accumulation,
 // one rounding). The Chronos-2 base shapes (K 48 / 768 / 3072, N 768 / 2304 / 3072), with and without bias, with and
 // without the ReLU epilogue.
 // Skips without CUDA.
@@ -45,7 +45,7 @@ TEST(RowsGemmGpu, RowsAreBitIdenticalForEveryRowCountAndCloseToFp64) {
             const at::Tensor rows = at::randn({34, s.K}, opts.dtype(at::kFloat)).to(dtype);  // the rows under test
             const at::Tensor alone = cn::kernels::rows_gemm(rows, w, b, s.relu).cpu();
             std::printf("  %s\n", cn::kernels::rows_gemm_config(w, s.bias, s.relu).c_str());
-            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{34}, int64_t{34 * 63}, int64_t{34 * 1023}}) {
+            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{34}, int64_t{34 * 63}, int64_t{34 * 255}, int64_t{34 * 1023}}) {
                 const at::Tensor pre = at::randn({before, s.K}, opts.dtype(at::kFloat)).to(dtype);
                 const at::Tensor post = at::randn({before % 7, s.K}, opts.dtype(at::kFloat)).to(dtype);
                 const at::Tensor x = at::cat({pre, rows, post}, 0);

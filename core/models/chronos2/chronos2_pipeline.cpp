@@ -354,13 +354,18 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
             for (int64_t k = 0; k < r; ++k) gids.push_back(static_cast<int64_t>(t - begin));
             rows += r;
         }
-        hb.context = at::empty({rows, L}, host_options(opt.device)).fill_(kNaN);
-        hb.future = at::empty({rows, H}, host_options(opt.device)).fill_(kNaN);
+        // NaN-filled by a plain loop on this thread: ATen's fill_ on page-locked buffers cost ~1 ms per batch of 256
+        // series on the H100 machine (torch.profiler, docs/benchmarks.md), more than the batch's GPU time at B=1.
+        hb.context = at::empty({rows, L}, host_options(opt.device));
+        hb.future = at::empty({rows, H}, host_options(opt.device));
+        float* const ctx = hb.context.data_ptr<float>();
+        float* const fut = hb.future.data_ptr<float>();
+        std::fill_n(ctx, rows * L, kNaN);
+        std::fill_n(fut, rows * H, kNaN);
         for (size_t t = begin, row = 0; t < end; row += static_cast<size_t>(tasks[t].rows()), ++t) {
-            fill_task(req, tasks[t], categories, hb.context.data_ptr<float>() + static_cast<int64_t>(row) * L, L,
-                      hb.future.data_ptr<float>() + static_cast<int64_t>(row) * H);
+            fill_task(req, tasks[t], categories, ctx + static_cast<int64_t>(row) * L, L, fut + static_cast<int64_t>(row) * H);
         }
-        hb.future_known = !all_nan(hb.future);
+        hb.future_known = !std::all_of(fut, fut + rows * H, [](float v) { return std::isnan(v); });
         hb.group_ids = at::empty({rows}, host_options(opt.device).dtype(at::kLong));
         std::copy(gids.begin(), gids.end(), hb.group_ids.data_ptr<int64_t>());
         return hb;

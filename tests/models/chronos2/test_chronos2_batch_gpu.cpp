@@ -1,9 +1,9 @@
 // GPU (ctest label "gpu"): batch invariance of Chronos-2 on CUDA, in every mode and dtype. One series is placed at
 // the first, a middle and the last position of calls of B = 1, 2, 63, 64, 65 and 1000 univariate series (the
 // others random walks of the same length); its quantiles must be bit-identical to the B = 1 call's. The server
-// merges requests on this guarantee. ctest runs it three times: with the default GEMMs (bf16: one launch over all
-// rows, kernels/rows_gemm.h; f32: one per series), with CN_ROWS_GEMM=1 (one launch for every dtype) and with
-// CN_ROWS_GEMM=0 (one per series for every dtype). Skips cleanly without a CUDA device.
+// merges requests on this guarantee. ctest runs it three times: with the default GEMMs (one launch over all rows,
+// kernels/rows_gemm.h, with its row-count tiers), with the tiers off (the base configuration for every row count)
+// and with CN_ROWS_GEMM=0 (one GEMM per series). Skips cleanly without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
