@@ -2,7 +2,10 @@
 // Setters check structure (NULLs, lengths, ranges); values (NaN/Inf) are checked by the model at call time.
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "capi/capi_internal.h"
 
@@ -114,6 +117,33 @@ cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* 
         s.group = group;
         req->r.series.push_back(std::move(s));
         if (index_out) *index_out = req->r.series.size() - 1;
+    });
+}
+
+cn_status cn_forecast_request_add_series_batch(cn_forecast_request* req, const float* values, size_t n_series, size_t length,
+                                               const int64_t* groups, size_t* first_index_out, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (n_series == 0) cn::fail(Status::kInvalidArgument, "n_series: at least one series");
+        if (length == 0) cn::fail(Status::kInvalidArgument, "length: a series needs at least one value");
+        check_array(values, length, "values");  // a NULL array, and the per-series length limit
+        if (n_series > kMaxSeries - req->r.series.size()) {
+            cn::fail(Status::kInvalidArgument, "n_series: " + std::to_string(n_series) + " more series would pass the limit of " +
+                                                   std::to_string(kMaxSeries) + " per request");
+        }
+        for (size_t i = 0; groups && i < n_series; ++i) {
+            if (groups[i] < -1) cn::fail(Status::kInvalidArgument, "groups[" + std::to_string(i) + "]: must be -1 (own task) or >= 0");
+        }
+        // Both limits hold, so n_series * length fits in size_t; everything is checked before anything is added.
+        std::vector<cn::ForecastSeries> added(n_series);
+        for (size_t i = 0; i < n_series; ++i) {
+            added[i].values.assign(values + i * length, values + (i + 1) * length);
+            added[i].group = groups ? groups[i] : -1;
+        }
+        const size_t first = req->r.series.size();
+        req->r.series.reserve(first + n_series);  // the only allocation that could fail happens before any change
+        req->r.series.insert(req->r.series.end(), std::make_move_iterator(added.begin()), std::make_move_iterator(added.end()));
+        if (first_index_out) *first_index_out = first;
     });
 }
 

@@ -41,7 +41,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---- #defines ------------------------------------------------------------------------------------------
 
 CN_ABI_VERSION_MAJOR = 0
-CN_ABI_VERSION_MINOR = 3
+CN_ABI_VERSION_MINOR = 4
 CN_CPU_BATCH_INVARIANT = 1
 CN_CPU_THREAD_INVARIANT = 2
 CN_FORECAST_MAX_VALUES = 268435456
@@ -179,6 +179,7 @@ PROTOTYPES = {
     "cn_forecast_request_create": (_st, [VOID_PP, _h]),
     "cn_forecast_request_free": (None, [_h]),
     "cn_forecast_request_add_series": (_st, [_h, FLOAT_P, _sz, ctypes.c_int64, SIZE_P, _h]),
+    "cn_forecast_request_add_series_batch": (_st, [_h, FLOAT_P, _sz, _sz, INT64_P, SIZE_P, _h]),
     "cn_forecast_request_add_covariate": (_st, [_h, _sz, FLOAT_P, _sz, FLOAT_P, _sz, _h]),
     "cn_forecast_request_add_categorical_covariate": (_st, [_h, _sz, _csp, _sz, _csp, _sz, _h]),
     "cn_forecast_request_set_timestamps": (_st, [_h, _sz, INT64_P, _sz, INT64_P, _sz, _h]),

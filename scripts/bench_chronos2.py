@@ -36,7 +36,8 @@ What it does
      the rolling workloads, which use the pipeline's default batch_size 256), cutenative eager f32 / bf16,
      cutenative graph f32 / bf16 (only where cn_model_set_mode(GRAPH) returns OK; else "n/a (STATUS)"),
      cutenative fused f32 / bf16 (cutenative's kernels, captured in CUDA graphs on CUDA).
-     A cutenative call is timed from building the request to the results being in the host buffer.
+     A cutenative call is timed from building the request (one cn_forecast_request_add_series_batch call for
+     its equal-length series, ABI 0.4; before it one add_series per series) to the results being in the host buffer.
   4. Timing: 3 warm-up calls, then the median of N timed runs (N = 20; 5 for rolling seq; --quick: 5 and 3),
      wall clock (time.perf_counter) with torch.cuda.synchronize() on both sides.
   5. Accuracy: Mean|Δ|, Max|Δ| and Rel MAE % = 100 * mean|Δ| / mean|ref| against the reference fp32 outputs of

@@ -8,9 +8,11 @@
 #            row with the default GEMMs and with one per series (CN_ROWS_GEMM=0)
 #   sweep    the batch sweep (B = 1..1024, context 512, H=16): the reference and cutenative rows, and fused bf16
 #            once more with CN_ROPE_ATTENTION=0
+#   sweepfused  the sweep's reference and fused rows only (a shorter run)
 #   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, the device's idle gaps, the host timeline)
 #   profile32  the same for fused f32 at B=1, 64 and 1024
-#   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series
+#   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series (rows:
+#            $ROLLING_ROWS, default every reference and fused row and graph bf16)
 #   fused    the sweep's fused bf16 row alone, with the attention kernel on (default) and off (CN_ROPE_ATTENTION=0)
 #   large    the sweep's fused bf16 row with rows_gemm's large-call configurations off (CN_ROWS_GEMM_LARGE=0)
 #   small    the sweep's fused bf16 row with rows_gemm's small-call configurations off (CN_ROWS_GEMM_SMALL=0)
@@ -18,7 +20,7 @@
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [fused] [large] [small] [refrows] [profile] [profile32] [rolling]
+#   scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [fused] [large] [small] [refrows] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -69,6 +71,10 @@ if [[ "$stages" == *" sweep "* ]]; then
     echo "sweep:"; sed -n '/^| B | runs/,$p' "$out/sweep.md" | head -60
     echo "sweep, CN_ROPE_ATTENTION=0:"; sed -n '/^| B | runs/,/^$/p' "$out/sweep_ra0.md"
 fi
+if [[ "$stages" == *" sweepfused "* ]]; then
+    bench --workloads s --rows ref-f32,ref-bf16,cn-fused-f32,cn-fused-bf16 --out "$out/sweepfused.md" >"$out/sweepfused.log" 2>&1 || rc=1
+    echo "sweep, reference and fused rows:"; sed -n '/^| B | runs/,/^Peak memory/p' "$out/sweepfused.md" | head -40
+fi
 if [[ "$stages" == *" fused "* ]]; then
     for ra in 1 0; do
         CN_ROPE_ATTENTION=$ra bench --workloads s --rows cn-fused-bf16 --out "$out/fused_ra$ra.md" >"$out/fused_ra$ra.log" 2>&1 || rc=1
@@ -102,7 +108,7 @@ if [[ "$stages" == *" profile32 "* ]]; then
     done
 fi
 if [[ "$stages" == *" rolling "* ]]; then
-    bench --workloads d --rows ref-f32,ref-bf16,cn-graph-bf16,cn-fused-f32,cn-fused-bf16 --out "$out/rolling.md" >"$out/rolling.log" 2>&1 || rc=1
+    bench --workloads d --rows "${ROLLING_ROWS:-ref-f32,ref-bf16,cn-graph-bf16,cn-fused-f32,cn-fused-bf16}" --out "$out/rolling.md" >"$out/rolling.log" 2>&1 || rc=1
     echo "rolling:"; sed -n '/^## (d)/,$p' "$out/rolling.md" | head -40
 fi
 exit "$rc"

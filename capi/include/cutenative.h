@@ -83,7 +83,7 @@ extern "C" {
 /* ===================================================================================================== */
 
 #define CN_ABI_VERSION_MAJOR 0
-#define CN_ABI_VERSION_MINOR 3
+#define CN_ABI_VERSION_MINOR 4
 
 /* The ABI version of the loaded library. Either pointer may be NULL. Thread-safe; cannot fail. */
 CN_API void cn_abi_version(uint32_t* major, uint32_t* minor);
@@ -350,6 +350,14 @@ CN_API void cn_forecast_request_free(cn_forecast_request* req);
  * NULL; outputs follow this order. */
 CN_API cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* values, size_t length, int64_t group,
                                                 size_t* index_out, cn_error* err);
+
+/* Appends n_series target series of `length` values each, stored one after another in `values` (series i at
+ * values + i * length), as n_series calls of cn_forecast_request_add_series would: series i joins group
+ * groups[i], or is a task of its own when `groups` is NULL. One call instead of one per series (a catalogue or a
+ * rolling backtest held as one [n_series, length] array). All or nothing: on an error no series is added. The
+ * first one's index goes to *first_index_out if not NULL. Since ABI 0.4. */
+CN_API cn_status cn_forecast_request_add_series_batch(cn_forecast_request* req, const float* values, size_t n_series, size_t length,
+                                                      const int64_t* groups, size_t* first_index_out, cn_error* err);
 
 /* Appends a numeric covariate to the task of series `series_index` (the task's group). `past` has the
  * same length as that series; `future` (may be NULL with future_length 0) holds known future values for

@@ -84,7 +84,7 @@ def render(ctx, workloads, results, row_keys):
     L.append("")
     L.append("Latency: median wall clock of %s runs after %d warm-up calls (rolling seq: %d runs; its warm-up: "
              "%d single-window calls), torch.cuda.synchronize() on both sides. cutenative timings cover building "
-             "the request, cn_forecast_get_shape, the output allocation, cn_forecast (results on the host) and "
+             "the request (one cn_forecast_request_add_series_batch call), cn_forecast_get_shape, the output allocation, cn_forecast (results on the host) and "
              "freeing the request. The reference's cover predict_quantiles from CPU inputs to CPU outputs. "
              "Speedup = reference fp32 / row. Deltas are over every (series, quantile, step) of the 21 model "
              "quantiles; Rel MAE %% = 100 * mean|Δ| / mean|reference fp32|. Memory = "

@@ -49,6 +49,10 @@ class Workload:
         self.cn_rows = [(ctypes.cast(base + i * stride, cn.FLOAT_P), self.context) for i in range(self.n_series)]
         self.torch_x = torch.from_numpy(self.x)
 
+    def cn_block(self, s, e):
+        """Series s..e-1 as one block for cn_forecast_request_add_series_batch: (float* to row s, e - s, C)."""
+        return (self.cn_rows[s][0], e - s, self.context)
+
     @property
     def sequential(self):
         return len(self.calls) > 1

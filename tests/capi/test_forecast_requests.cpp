@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -137,6 +138,49 @@ TEST_F(Fixture, CovariateLengthsAndGroups) {
     EXPECT_EQ(msg(), "covariates[0]: 12 future values exceed the horizon of 8");
     EXPECT_EQ(cn_forecast_request_add_series(req, v.data(), v.size(), -2, nullptr, err), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(msg(), "group: must be -1 (own task) or >= 0");
+}
+
+// cn_forecast_request_add_series_batch: the same request as one add_series per series (same outputs, bit for bit),
+// groups included; all or nothing on bad input.
+TEST_F(Fixture, AddSeriesBatchEqualsOneByOne) {
+    constexpr size_t kN = 5, kL = 48;
+    std::vector<float> block;
+    for (size_t i = 0; i < kN; ++i) {
+        const auto v = series(kL, 0.6f * static_cast<float>(i));
+        block.insert(block.end(), v.begin(), v.end());
+    }
+    const int64_t groups[kN] = {-1, 3, 3, -1, 0};
+    size_t first = 99;
+    ASSERT_EQ(cn_forecast_request_add_series_batch(req, block.data(), kN, kL, groups, &first, err), CN_STATUS_OK) << msg();
+    EXPECT_EQ(first, 0u);
+    // Refused calls add nothing: a bad group at index 2, a NULL array, too many series.
+    const int64_t bad[kN] = {-1, 0, -2, 0, -1};
+    EXPECT_EQ(cn_forecast_request_add_series_batch(req, block.data(), kN, kL, bad, nullptr, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "groups[2]: must be -1 (own task) or >= 0");
+    EXPECT_EQ(cn_forecast_request_add_series_batch(req, nullptr, kN, kL, nullptr, nullptr, err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(cn_forecast_request_add_series_batch(req, block.data(), size_t{1} << 20, kL, nullptr, nullptr, err),
+              CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(msg(), "n_series: 1048576 more series would pass the limit of 1048576 per request");
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 8, err), CN_STATUS_OK);
+    std::vector<float> batched;
+    ASSERT_EQ(run(&batched), CN_STATUS_OK) << msg();
+    ASSERT_EQ(batched.size(), kN * 21 * 8);
+
+    cn_forecast_request* one = nullptr;
+    ASSERT_EQ(cn_forecast_request_create(&one, err), CN_STATUS_OK);
+    for (size_t i = 0; i < kN; ++i) {
+        size_t index = 99;
+        ASSERT_EQ(cn_forecast_request_add_series(one, block.data() + i * kL, kL, groups[i], &index, err), CN_STATUS_OK);
+        EXPECT_EQ(index, i);
+    }
+    ASSERT_EQ(cn_forecast_request_set_horizon(one, 8, err), CN_STATUS_OK);
+    std::vector<float> separate(batched.size(), kNaN);
+    ASSERT_EQ(cn_forecast(model, one, nullptr, separate.data(), separate.size(), nullptr, 0, err), CN_STATUS_OK) << msg();
+    for (size_t k = 0; k < batched.size(); ++k) ASSERT_EQ(std::memcmp(&batched[k], &separate[k], sizeof(float)), 0) << k;
+    // A second batch continues the indices.
+    ASSERT_EQ(cn_forecast_request_add_series_batch(one, block.data(), 2, kL, nullptr, &first, err), CN_STATUS_OK);
+    EXPECT_EQ(first, kN);
+    cn_forecast_request_free(one);
 }
 
 TEST_F(Fixture, BufferTooSmallAndSamples) {
