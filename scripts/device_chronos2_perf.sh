@@ -9,6 +9,7 @@
 #   sweep    the batch sweep (B = 1..1024, context 512, H=16): the reference and cutenative rows, and fused bf16
 #            once more with CN_ROPE_ATTENTION=0
 #   sweepfused  the sweep's reference and fused rows only (a shorter run)
+#   rows     the sweep's fused bf16 and fused f32 rows alone, default settings, and rows_gemm's configurations
 #   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, the device's idle gaps, the host timeline)
 #   profile32  the same for fused f32 at B=1, 64 and 1024
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series (rows:
@@ -20,7 +21,7 @@
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [fused] [large] [small] [refrows] [profile] [profile32] [rolling]
+#   scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows] [fused] [large] [small] [refrows] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -74,6 +75,14 @@ fi
 if [[ "$stages" == *" sweepfused "* ]]; then
     bench --workloads s --rows ref-f32,ref-bf16,cn-fused-f32,cn-fused-bf16 --out "$out/sweepfused.md" >"$out/sweepfused.log" 2>&1 || rc=1
     echo "sweep, reference and fused rows:"; sed -n '/^| B | runs/,/^Peak memory/p' "$out/sweepfused.md" | head -40
+fi
+if [[ "$stages" == *" rows "* ]]; then
+    "$build/tests/test_kernels_gpu" --gtest_filter='RowsGemmGpu.*' >"$out/rows_gemm_configs.log" 2>&1 || rc=1
+    echo "rows_gemm configurations (f32 first):"; grep -E 'algo|OK|FAILED' "$out/rows_gemm_configs.log" | head -20
+    for row in cn-fused-bf16 cn-fused-f32; do
+        bench --workloads s --rows $row --out "$out/row_$row.md" >"$out/row_$row.log" 2>&1 || rc=1
+        echo "$row:"; sed -n '/^| B | runs/,/^$/p' "$out/row_$row.md"
+    done
 fi
 if [[ "$stages" == *" fused "* ]]; then
     for ra in 1 0; do
