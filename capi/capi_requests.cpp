@@ -134,14 +134,16 @@ cn_status cn_forecast_request_add_series_batch(cn_forecast_request* req, const f
         for (size_t i = 0; groups && i < n_series; ++i) {
             if (groups[i] < -1) cn::fail(Status::kInvalidArgument, "groups[" + std::to_string(i) + "]: must be -1 (own task) or >= 0");
         }
-        // Both limits hold, so n_series * length fits in size_t; everything is checked before anything is added.
+        // Both limits hold, so n_series * length <= 2^48 (size_t is 64-bit on every supported target); everything is
+        // checked before anything is added.
         std::vector<cn::ForecastSeries> added(n_series);
         for (size_t i = 0; i < n_series; ++i) {
             added[i].values.assign(values + i * length, values + (i + 1) * length);
             added[i].group = groups ? groups[i] : -1;
         }
         const size_t first = req->r.series.size();
-        req->r.series.reserve(first + n_series);  // the only allocation that could fail happens before any change
+        // Inserting at the end either completes or, when its allocation fails, leaves the series as they were (the
+        // elements move without throwing); no exact-size reserve, so repeated calls keep the vector's growth amortised.
         req->r.series.insert(req->r.series.end(), std::make_move_iterator(added.begin()), std::make_move_iterator(added.end()));
         if (first_index_out) *first_index_out = first;
     });

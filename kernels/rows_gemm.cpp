@@ -12,6 +12,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
@@ -95,16 +96,19 @@ struct Config {
     size_t workspace = 0;
 };
 
-// A row-count tier: calls of [min_rows, max_rows] rows may run another configuration than the base one, chosen by
-// cuBLASLt's heuristic at ref_rows rows, but only when it gives the same bits as the base: both are run on a probe
-// of probe_rows rows (a fixed pseudo-random matrix and the real weight) and the tier's is kept only when every
-// output is bit-identical (configurations that differ in tile shape and raster, not in the K order of a row's dot
-// products, do) and it runs the probe faster than the base. Measured, docs/benchmarks.md: the base configuration
-// (chosen at 544 rows) is 20-30 % slower than cuBLAS's own choice at tens of thousands of rows for some layers, and
-// slower at one series' 34 rows.
+// A row-count tier: calls of [min_rows, max_rows] rows may run another configuration than the base one: a candidate
+// from cuBLASLt's heuristic at ref_rows rows (f32: also the base algorithm with its other tiles), kept only when it
+// gives the same bits as the base and is faster: each is run on a probe of probe_rows rows (a fixed pseudo-random
+// matrix and the real weight), every output must be bit-identical (configurations that differ in tile shape and
+// raster, not in the K order of a row's dot products, are), and the fastest on the probe wins if it beats the base.
+// The probe may hold fewer rows than the tier serves (f32's 16384+ tier: 8192), which assumes, as the whole design
+// does, that a configuration's per-row arithmetic does not depend on the row count. Measured, docs/benchmarks.md:
+// the bf16 base configuration (chosen at 544 rows) is 20-30 % slower than cuBLAS's own choice at tens of thousands
+// of rows for some layers, and slower at one series' 34 rows.
 struct TierSpec {
     int64_t min_rows, max_rows, ref_rows, probe_rows;
-    const char* env;  // "0" there turns the tier off (for measuring)
+    const char* env;  // "0" there turns the tier off (for measuring; one variable may switch several tiers), read
+                      // when a weight shape is first met
 };
 // bf16/f16: the base (544 rows) serves 69-1088 rows.
 constexpr TierSpec kHalfTiers[] = {
@@ -247,6 +251,7 @@ std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t
     }
     std::vector<Config> out;
     for (uint32_t tile : tiles) {
+        if (tile == CUBLASLT_MATMUL_TILE_UNDEFINED) continue;  // would let cuBLASLt pick a tile per problem size
         Config v = base;
         if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile)) != CUBLAS_STATUS_SUCCESS)
             continue;
@@ -256,13 +261,21 @@ std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t
     return out;
 }
 
+// One cublasLtMatmul of configuration `c` with descriptors `d` (x [M, K] -> out [M, N]) on the current stream.
+void matmul(const Descs& d, const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const at::Tensor& out,
+            const at::Tensor& workspace, size_t ws) {
+    const float alpha = 1.0f, beta = 0.0f;
+    check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
+                         d.c, &c.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws, at::cuda::getCurrentCUDAStream()),
+          "cublasLtMatmul");
+}
+
 // out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
 // counts `c` was checked for, or checked here.
 void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const void* bias, bool relu,
                 const at::Tensor& out) {
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
     Descs d(x.scalar_type(), N, K, M, K, bias, relu);
-    const float alpha = 1.0f, beta = 0.0f;
     size_t ws = c.workspace;
     if (M > 65536) {  // beyond the row counts checked at choice time: check this one (same configuration)
         cublasLtMatmulHeuristicResult_t r{};
@@ -270,39 +283,35 @@ void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, c
         ws = std::max(ws, r.workspaceSize);
     }
     const at::Tensor workspace = ws > 0 ? at::empty({static_cast<int64_t>(ws)}, x.options().dtype(at::kByte)) : at::Tensor();
-    check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
-                         d.c, &c.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws, at::cuda::getCurrentCUDAStream()),
-          "cublasLtMatmul");
+    matmul(d, c, handle, x, w, out, workspace, ws);
 }
 
-// Mean GPU time of one run of configuration `c` on x, in ms (the caller has just run it once: no warm-up here). Two
-// runs, or more for short ones (at least ~0.1 ms of GPU time in all, at most 32 runs), so a tier's choice between
-// configurations of a few µs is not decided by launch jitter.
+// Mean GPU time of one run of configuration `c` on x (M <= 65536 rows), in ms; the caller has just run it once (no
+// warm-up here). The runs are queued back to back (descriptors and workspace made once, outside the timed span): 2
+// of them, or 32 when one takes under 50 µs, so a choice between configurations of a few µs is not decided by
+// launch jitter.
 float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const void* bias, bool relu,
                   const at::Tensor& out) {
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
-    C10_CUDA_CHECK(cudaEventCreate(&e0));
-    C10_CUDA_CHECK(cudaEventCreate(&e1));
-    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
+    Descs d(x.scalar_type(), N, K, M, K, bias, relu);
+    const at::Tensor workspace =
+        c.workspace > 0 ? at::empty({static_cast<int64_t>(c.workspace)}, x.options().dtype(at::kByte)) : at::Tensor();
+    const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+    at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);  // timing events, destroyed on every path
     auto timed = [&](int runs) {
-        C10_CUDA_CHECK(cudaEventRecord(e0, stream));
-        for (int i = 0; i < runs; ++i) run_config(c, handle, x, w, bias, relu, out);
-        C10_CUDA_CHECK(cudaEventRecord(e1, stream));
-        C10_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0.0f;
-        C10_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        return ms / static_cast<float>(runs);
+        start.record(stream);
+        for (int i = 0; i < runs; ++i) matmul(d, c, handle, x, w, out, workspace, c.workspace);
+        stop.record(stream);
+        stop.synchronize();
+        return start.elapsed_time(stop) / static_cast<float>(runs);
     };
-    float ms = timed(2);
-    if (ms < 0.05f) ms = timed(32);
-    C10_CUDA_CHECK(cudaEventDestroy(e0));
-    C10_CUDA_CHECK(cudaEventDestroy(e1));
-    return ms;
+    const float ms = timed(2);
+    return ms < 0.05f ? timed(32) : ms;
 }
 
 // The configurations for this weight: the base one for every row count (cuBLASLt's first split-K-free answer at
-// reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and each tier's when verified on its probe. Chosen
-// once per key, then fixed. The probes need a synchronisation: outside CUDA graph capture only (a key first met
+// reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and each tier's when verified on its probe and faster
+// there. Chosen once per key, then fixed. The probes need a synchronisation: outside CUDA graph capture only (a key first met
 // while capturing keeps the base configuration alone).
 const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtHandle_t handle) {
     static std::mutex mu;
@@ -329,60 +338,73 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
         if (!tier_enabled(spec)) continue;
         const std::string rows =
             std::to_string(spec.min_rows) + "-" + (spec.max_rows == INT64_MAX ? std::string() : std::to_string(spec.max_rows)) + " rows ";
-        const std::initializer_list<int64_t> tier_rows = {spec.min_rows, spec.probe_rows, std::min<int64_t>(spec.max_rows, 65536)};
-        // Candidates: cuBLASLt's first split-K-free answer at the tier's row count; for f32 also its best answer among
-        // split-K-free configurations only (where all its first answers split K) and the base algorithm's other tiles
-        // (bf16/f16 configurations carry options a tile change would not keep consistent: their heuristic's answer only).
-        std::vector<Config> cands;
-        std::string unused;
-        Config h;
-        if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found)) cands.push_back(h);
-        if (dt == at::kFloat) {
-            if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
-                cands.push_back(h);
-            for (const Config& v : tile_variants(c.base, dt, N, K, bias, relu, handle, tier_rows)) cands.push_back(v);
-        }
-        std::vector<std::string> seen{describe(c.base.algo)};
-        std::vector<Config> unique;
-        for (const Config& x : cands) {
-            const std::string d = describe(x.algo);
-            if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d), unique.push_back(x);
-        }
-        if (unique.empty()) continue;  // nothing but the base
-        // The probe: x[i] = frac(i * 0.7548776662) * 2 - 1 in fp32, rounded to the dtype (no RNG state touched).
-        const int64_t P = spec.probe_rows;
-        const at::Tensor x = ((at::arange(P * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({P, K});
-        const at::Tensor a = at::empty({P, N}, w.options()), b = at::empty({P, N}, w.options());
-        run_config(c.base, handle, x, w, bias, relu, a);
-        auto same_bits = [&](const Config& cand) {
-            run_config(cand, handle, x, w, bias, relu, b);
-            return at::equal(a.view(at::kShort), b.view(at::kShort));  // bitwise (an integer view: NaN and -0 compare as bits)
-        };
-        // The fastest on the probe of the candidates that give the base's bits, if faster than the base (timed at
-        // choice time; any of them gives the same bits, so which one wins does not change a result).
-        const float base_ms = time_config(c.base, handle, x, w, bias, relu, a);
-        float best_ms = base_ms;
-        int verified = 0, refused = 0;
-        for (const Config& cand : unique) {
-            if (!same_bits(cand)) {
-                ++refused;
-                continue;
+        // A tier is optional: a failed query or candidate run (cuBLASLt may answer NOT_SUPPORTED to a preference no
+        // configuration meets) leaves this tier to the base configuration instead of failing the weight.
+        try {
+            const std::initializer_list<int64_t> tier_rows = {spec.min_rows, spec.probe_rows, std::min<int64_t>(spec.max_rows, 65536)};
+            // Candidates: cuBLASLt's first split-K-free answer at the tier's row count; for f32 also its best answer among
+            // split-K-free configurations only (where all its first answers split K) and the base algorithm's other tiles
+            // (bf16/f16 configurations carry options a tile change would not keep consistent: their heuristic's answer only).
+            std::vector<Config> cands;
+            std::string unused;
+            Config h;
+            if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found)) cands.push_back(h);
+            if (dt == at::kFloat) {
+                if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
+                    cands.push_back(h);
+                for (const Config& v : tile_variants(c.base, dt, N, K, bias, relu, handle, tier_rows)) cands.push_back(v);
             }
-            ++verified;
-            const float ms = time_config(cand, handle, x, w, bias, relu, b);
-            if (ms < best_ms) {
-                best_ms = ms;
-                c.has_tier[t] = true;
-                c.tier[t] = cand;
+            std::vector<std::string> seen{describe(c.base.algo)};
+            std::vector<Config> unique;
+            for (const Config& x : cands) {
+                const std::string d = describe(x.algo);
+                if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d), unique.push_back(x);
             }
+            if (unique.empty()) continue;  // nothing but the base
+            // The probe: x[i] = frac(i * 0.7548776662) * 2 - 1 in fp32, rounded to the dtype (no RNG state touched).
+            const int64_t P = spec.probe_rows;
+            const at::Tensor x = ((at::arange(P * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({P, K});
+            const at::Tensor a = at::empty({P, N}, w.options()), b = at::empty({P, N}, w.options());
+            run_config(c.base, handle, x, w, bias, relu, a);
+            auto same_bits = [&](const Config& cand) {
+                run_config(cand, handle, x, w, bias, relu, b);
+                return at::equal(a.view(at::kShort), b.view(at::kShort));  // bitwise (an integer view: NaN and -0 compare as bits)
+            };
+            // The fastest on the probe of the candidates that give the base's bits, if faster than the base (timed at
+            // choice time; any of them gives the same bits, so which one wins does not change a result).
+            const float base_ms = time_config(c.base, handle, x, w, bias, relu, a);
+            float best_ms = base_ms;
+            int verified = 0, refused = 0;
+            for (const Config& cand : unique) {
+                if (!same_bits(cand)) {
+                    ++refused;
+                    continue;
+                }
+                ++verified;
+                const float ms = time_config(cand, handle, x, w, bias, relu, b);
+                if (ms < best_ms) {
+                    best_ms = ms;
+                    c.has_tier[t] = true;
+                    c.tier[t] = cand;
+                }
+            }
+            char timing[200];
+            if (c.has_tier[t]) {
+                std::snprintf(
+                    timing, sizeof(timing),
+                    " (the fastest on the probe of %d candidates with the base's bits, %d refused: %.1f us against the base's %.1f)",
+                    verified, refused, best_ms * 1e3, base_ms * 1e3);
+                c.description += "; " + rows + describe(c.tier[t].algo) + ", workspace " + std::to_string(c.tier[t].workspace) + timing;
+            } else {
+                std::snprintf(timing, sizeof(timing),
+                              " (%d candidates with the base's bits, none faster on the probe than its %.1f us; %d refused)", verified,
+                              base_ms * 1e3, refused);
+                c.description += "; " + rows + "the base" + timing;
+            }
+        } catch (const std::exception& e) {
+            c.has_tier[t] = false;
+            c.description += "; " + rows + "the base (the tier's search failed: " + e.what() + ")";
         }
-        char timing[160];
-        std::snprintf(timing, sizeof(timing),
-                      " (the fastest on the probe of %d bit-identical candidates, %d refused: %.1f us against the base's %.1f)", verified,
-                      refused, best_ms * 1e3, base_ms * 1e3);
-        c.description += "; " + rows +
-                         (c.has_tier[t] ? describe(c.tier[t].algo) + ", workspace " + std::to_string(c.tier[t].workspace) : "the base") +
-                         timing;
     }
     return cache.emplace(key, c).first->second;
 }
@@ -390,7 +412,7 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
 }  // namespace
 
 bool rows_gemm_enabled(at::ScalarType dtype) {
-    static const int setting = [] {  // -1: the default per dtype, 0: off, 1: on
+    static const int setting = [] {  // -1: the default (on), 0: off, 1: on
         const char* v = std::getenv("CN_ROWS_GEMM");
         if (v && std::string(v) == "1") return 1;
         if (v && std::string(v) == "0") return 0;

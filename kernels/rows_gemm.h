@@ -38,8 +38,8 @@ std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu = false);
 
 // Whether series_linear's CUDA path uses rows_gemm (one launch over all rows) instead of one GEMM per series, for
 // weights of this dtype. Default: every dtype (measured on an H100, docs/benchmarks.md: bf16 is as fast at one
-// series and 4-9x faster from 16 series up; f32 needed its row-count tiers, its one large-tile configuration being
-// 4x slower than per-series cuBLAS at one series). CN_ROWS_GEMM=0 turns it off for every dtype (read once; "1" is
+// series and 4-9x faster from 16 series up; f32 3x faster at 16 series and ~5x from 64 up, but 2x slower at one
+// series, where per-series cuBLAS splits K, than with one GEMM per series). CN_ROWS_GEMM=0 turns it off for every dtype (read once; "1" is
 // the default). Either way a series' result does not depend on its batch; the setting is part of the arithmetic
 // (it changes the last bits).
 bool rows_gemm_enabled(at::ScalarType dtype);

@@ -354,8 +354,8 @@ CN_API cn_status cn_forecast_request_add_series(cn_forecast_request* req, const 
 /* Appends n_series target series of `length` values each, stored one after another in `values` (series i at
  * values + i * length), as n_series calls of cn_forecast_request_add_series would: series i joins group
  * groups[i], or is a task of its own when `groups` is NULL. One call instead of one per series (a catalogue or a
- * rolling backtest held as one [n_series, length] array). All or nothing: on an error no series is added. The
- * first one's index goes to *first_index_out if not NULL. Since ABI 0.4. */
+ * rolling backtest held as one [n_series, length] array). n_series and length must be at least 1. All or nothing:
+ * on an error no series is added. The first one's index goes to *first_index_out if not NULL. Since ABI 0.4. */
 CN_API cn_status cn_forecast_request_add_series_batch(cn_forecast_request* req, const float* values, size_t n_series, size_t length,
                                                       const int64_t* groups, size_t* first_index_out, cn_error* err);
 

@@ -291,13 +291,14 @@ def host_timeline(cpu_ops, spans, top=12):
     """Where a call's wall time goes on the host, per profiled call (each wrapped in a CALL_MARK range): from the
     call's start to the device's first event (request building, validation, the first batch's preparation and
     launches), from the device's last event to the call's end (results back and written out), and how much of the
-    call the host spends inside any op event (ATen ops and the library's own) against outside them (ctypes, the C
-    ABI and pipeline loops, allocations)."""
+    call the host spends inside any op event (ATen ops, the library's own, and CUDA runtime calls such as launches
+    and synchronisations, which the profiler records too) against outside them (ctypes, the C ABI and pipeline
+    loops, allocations not made through ATen)."""
     marks = sorted((s0, e0) for s0, e0, n in cpu_ops if n == CALL_MARK)
     if not marks:
         return []
     rows = []
-    op_self = {}
+    op_incl = {}
     pre_ops = {}  # the op events before the device's first event
     for s0, e0 in marks:
         dev = [(a, b) for a, b, _ in spans if a >= s0 and b <= e0]
@@ -312,7 +313,7 @@ def host_timeline(cpu_ops, spans, top=12):
             x[0] += 1
             x[1] += b - a
         for a, b, n in inside:
-            x = op_self.setdefault(n, [0, 0.0])
+            x = op_incl.setdefault(n, [0, 0.0])
             x[0] += 1
             x[1] += b - a
     if not rows:
@@ -328,7 +329,7 @@ def host_timeline(cpu_ops, spans, top=12):
                for name, (c, t) in sorted(pre_ops.items(), key=lambda kv: -kv[1][1])[:8]) + ".", "",
            "| host op (inclusive time, nested ops counted in their parents too) | per call | µs per call |",
            "|---|---:|---:|"]
-    for name, (c, t) in sorted(op_self.items(), key=lambda kv: -kv[1][1])[:top]:
+    for name, (c, t) in sorted(op_incl.items(), key=lambda kv: -kv[1][1])[:top]:
         out.append("| `%s` | %.1f | %.1f |" % (name[:70].replace("|", "/"), c / n, t / n))
     return out
 

@@ -1,5 +1,5 @@
 // GPU (ctest label "gpu"): kernels/rows_gemm.h. Every output row is bit-identical whatever the number of rows in
-// the call (the same rows computed in calls of 1, 34, 36, 68, 74, 2176, 8709 and 34,822 rows, at different offsets: every
+// the call (the same rows computed in calls of 1, 34, 36, 68, 74, 2176, 8708 and 34,822 rows, at different offsets: every
 // row-count tier of both dtypes), and close to an fp64 reference (f32: fp32 products and sums, no TF32; bf16: fp32 accumulation,
 // one rounding). The Chronos-2 base shapes (K 48 / 768 / 3072, N 768 / 2304 / 3072), with and without bias, with and
 // without the ReLU epilogue.
