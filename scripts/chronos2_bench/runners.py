@@ -74,10 +74,11 @@ class CnModel:
             if st:
                 self.check(st)
 
-    def forecast(self, rows, horizon):
+    def forecast(self, rows, horizon, run=True):
         """rows: as _add takes them. Builds the request, sizes and allocates the output, runs, frees the request;
         returns a flat float32 array [series][quantile][step] and the shape. This whole function is what a timing
-        covers."""
+        covers. run=False stops before cn_forecast (the Python side alone, for the profile's request-building cost)
+        and returns None."""
         lib, err = self.lib, self.err
         req = ctypes.c_void_p()
         self.check(lib.cn_forecast_request_create(ctypes.byref(req), err))
@@ -88,27 +89,13 @@ class CnModel:
             lib.cn_forecast_shape_init(ctypes.byref(shape))
             self.check(lib.cn_forecast_get_shape(self.model, req, ctypes.byref(shape), err))
             out = np.empty(max(int(shape.n_values), 1), dtype=np.float32)
+            if not run:
+                return None
             self.check(lib.cn_forecast(self.model, req, None, out.ctypes.data_as(cn.FLOAT_P), int(shape.n_values),
                                        None, 0, err))
         finally:
             lib.cn_forecast_request_free(req)
         return out, (int(shape.n_series), int(shape.n_outputs), int(shape.horizon))
-
-    def build_request_only(self, rows, horizon):
-        """The Python side of forecast() alone: builds the request, asks its shape, frees it (no forecast). For the
-        profile's host timeline: how much of a call is request building through ctypes."""
-        lib, err = self.lib, self.err
-        req = ctypes.c_void_p()
-        self.check(lib.cn_forecast_request_create(ctypes.byref(req), err))
-        try:
-            self._add(req, rows)
-            self.check(lib.cn_forecast_request_set_horizon(req, horizon, err))
-            shape = cn.ForecastShape()
-            lib.cn_forecast_shape_init(ctypes.byref(shape))
-            self.check(lib.cn_forecast_get_shape(self.model, req, ctypes.byref(shape), err))
-            np.empty(max(int(shape.n_values), 1), dtype=np.float32)
-        finally:
-            lib.cn_forecast_request_free(req)
 
     def close(self):
         if self.model:
@@ -237,7 +224,7 @@ def profile_row(lib, model_dir, device, row_key, wl, calls=10, n_threads=0):
         for rows in (wl.cn_block(s0, e0), wl.cn_rows[s0:e0]):
             t1 = time.perf_counter()
             for _ in range(calls):
-                runner.m.build_request_only(rows, wl.horizon)
+                runner.m.forecast(rows, wl.horizon, run=False)
             build_ms.append((time.perf_counter() - t1) / calls * 1e3)
     finally:
         runner.close()
