@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ATen/TensorOperators.h>
@@ -44,6 +46,9 @@ int64_t reference_rows(at::ScalarType dt) {
 // The most workspace a configuration may use (allocated per call from the caching allocator, so concurrent calls
 // on other streams never share it, and CUDA graph capture takes it from the graph's pool).
 constexpr uint64_t kMaxWorkspace = uint64_t{32} << 20;
+// A tier's candidate replaces the base only when it runs in under this fraction of the base's time (timing noise on
+// GEMMs of a few µs is a few %: a near-tie stays on the base, the same choice in every process).
+constexpr float kMargin = 0.95f;
 
 void check(cublasStatus_t s, const char* what) {
     if (s != CUBLAS_STATUS_SUCCESS)
@@ -100,7 +105,8 @@ struct Config {
 // from cuBLASLt's heuristic at ref_rows rows (f32: also the base algorithm with its other tiles), kept only when it
 // gives the same bits as the base and is faster: each is run on a probe of probe_rows rows (a fixed pseudo-random
 // matrix and the real weight), every output must be bit-identical (configurations that differ in tile shape and
-// raster, not in the K order of a row's dot products, are), and the fastest on the probe wins if it beats the base.
+// raster, not in the K order of a row's dot products, are), and the fastest of those, timed at min(ref_rows,
+// probe_rows) rows, wins if it beats the base by kMargin.
 // The probe may hold fewer rows than the tier serves (f32's 16384+ tier: 8192), which assumes, as the whole design
 // does, that a configuration's per-row arithmetic does not depend on the row count. Measured, docs/benchmarks.md:
 // the bf16 base configuration (chosen at 544 rows) is 20-30 % slower than cuBLAS's own choice at tens of thousands
@@ -113,9 +119,13 @@ struct TierSpec {
 // bf16/f16: the base (544 rows) serves 69-1088 rows.
 constexpr TierSpec kHalfTiers[] = {
     {1, 68, 34, 68, "CN_ROWS_GEMM_SMALL"},                // 1 or 2 series of Chronos-2 at context 512 (at 136 rows the base is faster)
+    {69, 1088, 544, 544, "CN_ROWS_GEMM_MID"},             // 3-32 series: the base's own range, its heuristic's other answers
     {1089, 4095, 2176, 2176, "CN_ROWS_GEMM_MID"},         // 33-120 series
-    {4096, INT64_MAX, 8192, 4096, "CN_ROWS_GEMM_LARGE"},  // 121 series and more
+    {4096, INT64_MAX, 8704, 8704, "CN_ROWS_GEMM_LARGE"},  // 121 series and more; 8704 rows: a full batch of 256 series
 };
+// bf16/f16 candidates per tier: cuBLASLt's first split-K-free answers at the tier's row count (its first answer is not
+// always the fastest of them).
+constexpr size_t kHalfCandidates = 4;
 // f32 (exact fp32: SIMT kernels, no tensor cores): the base is chosen at 16384 rows (a large tile, 5x slower than a
 // small one on 34 rows), so every range has a tier of its own; a tier whose probe fails falls back to the base.
 constexpr TierSpec kFloatTiers[] = {
@@ -201,8 +211,10 @@ bool valid_for(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool r
 // no_reduction: ask the heuristic for split-K-free answers only (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK); where
 // its unrestricted answers for few rows are all split-K (f32 with N 768: measured on the H100), this finds the best
 // of the others.
-bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle, int64_t ref_rows,
-                 std::initializer_list<int64_t> check_rows, Config& out, std::string& why, int& found, bool no_reduction = false) {
+// find_configs: the first `max_count` such answers, in the heuristic's order.
+std::vector<Config> find_configs(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle,
+                                 int64_t ref_rows, std::initializer_list<int64_t> check_rows, std::string& why, int& found,
+                                 size_t max_count, bool no_reduction = false) {
     Descs d(dt, N, K, ref_rows, K, bias, relu);
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -214,6 +226,7 @@ bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool
               "set REDUCTION_SCHEME_MASK");
     }
     std::vector<cublasLtMatmulHeuristicResult_t> results(32);
+    std::vector<Config> out;
     found = 0;
     const cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, pref, static_cast<int>(results.size()), results.data(), &found);
@@ -230,10 +243,18 @@ bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool
         }
         size_t workspace = results[static_cast<size_t>(i)].workspaceSize;
         if (!valid_for(dt, N, K, bias, relu, handle, algo, check_rows, workspace, &why)) continue;
-        out = Config{algo, workspace};
-        return true;
+        out.push_back(Config{algo, workspace});
+        if (out.size() >= max_count) break;
     }
-    return false;
+    return out;
+}
+
+bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle, int64_t ref_rows,
+                 std::initializer_list<int64_t> check_rows, Config& out, std::string& why, int& found, bool no_reduction = false) {
+    const std::vector<Config> c = find_configs(dt, N, K, bias, relu, handle, ref_rows, check_rows, why, found, 1, no_reduction);
+    if (c.empty()) return false;
+    out = c.front();
+    return true;
 }
 
 // f32 only: the base configuration's algorithm with each tile it supports (stages, split-K 1 and the rest as the
@@ -261,14 +282,43 @@ std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t
     return out;
 }
 
-// One cublasLtMatmul of configuration `c` with descriptors `d` (x [M, K] -> out [M, N]) on the current stream.
+// One cublasLtMatmul of configuration `c` with descriptors `d` (x [M, K] -> out [M, N]) on `stream` (the current one
+// by default).
 void matmul(const Descs& d, const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const at::Tensor& out,
-            const at::Tensor& workspace, size_t ws) {
+            const at::Tensor& workspace, size_t ws, cudaStream_t stream = nullptr) {
     const float alpha = 1.0f, beta = 0.0f;
     check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
-                         d.c, &c.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws, at::cuda::getCurrentCUDAStream()),
+                         d.c, &c.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws,
+                         stream ? stream : at::cuda::getCurrentCUDAStream().stream()),
           "cublasLtMatmul");
 }
+
+// A CUDA graph of `runs` back-to-back GEMMs, captured on `stream` (thread-local capture: other threads are not
+// affected); the capture is ended and every handle released on every path.
+struct TimingGraph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    TimingGraph(cudaStream_t stream, int runs, const std::function<void(cudaStream_t)>& one) {
+        C10_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        try {
+            for (int i = 0; i < runs; ++i) one(stream);
+        } catch (...) {
+            cudaGraph_t g = nullptr;
+            (void)cudaStreamEndCapture(stream, &g);
+            if (g) (void)cudaGraphDestroy(g);
+            (void)cudaGetLastError();
+            throw;
+        }
+        C10_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        C10_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    }
+    ~TimingGraph() {
+        if (exec) (void)cudaGraphExecDestroy(exec);
+        if (graph) (void)cudaGraphDestroy(graph);
+    }
+    TimingGraph(const TimingGraph&) = delete;
+    TimingGraph& operator=(const TimingGraph&) = delete;
+};
 
 // out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
 // counts `c` was checked for, or checked here.
@@ -287,26 +337,39 @@ void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, c
 }
 
 // Mean GPU time of one run of configuration `c` on x (M <= 65536 rows), in ms; the caller has just run it once (no
-// warm-up here). The runs are queued back to back (descriptors and workspace made once, outside the timed span): 2
-// of them, or 32 when one takes under 50 µs, so a choice between configurations of a few µs is not decided by
-// launch jitter.
+// warm-up here). Descriptors and workspace are made once, outside the timed span. A GEMM of 200 µs or more is timed
+// over 2 runs queued on the stream; a shorter one as fused mode runs it, inside a CUDA graph (4-32 runs, ~2 ms of
+// work, the graph replayed twice and the second replay timed): queued from the host one by one, a GEMM of a few µs
+// times the host's launch rate instead (measured on the H100: 8-13 µs per call at 34 rows against 3.6-5 µs in a
+// graph), which would rank configurations by noise.
 float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const void* bias, bool relu,
                   const at::Tensor& out) {
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
     Descs d(x.scalar_type(), N, K, M, K, bias, relu);
     const at::Tensor workspace =
         c.workspace > 0 ? at::empty({static_cast<int64_t>(c.workspace)}, x.options().dtype(at::kByte)) : at::Tensor();
-    const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+    // A side stream (a capture cannot run on the legacy default stream), ordered after the current one's work.
+    const at::cuda::CUDAStream current = at::cuda::getCurrentCUDAStream();
+    const at::cuda::CUDAStream stream = at::cuda::getStreamFromPool(false, x.device().index());
+    at::cuda::CUDAEvent ready;
+    ready.record(current);
+    ready.block(stream);
     at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);  // timing events, destroyed on every path
-    auto timed = [&](int runs) {
-        start.record(stream);
-        for (int i = 0; i < runs; ++i) matmul(d, c, handle, x, w, out, workspace, c.workspace);
-        stop.record(stream);
-        stop.synchronize();
-        return start.elapsed_time(stop) / static_cast<float>(runs);
-    };
-    const float ms = timed(2);
-    return ms < 0.05f ? timed(32) : ms;
+    auto one = [&](cudaStream_t s) { matmul(d, c, handle, x, w, out, workspace, c.workspace, s); };
+    start.record(stream);
+    for (int i = 0; i < 2; ++i) one(stream.stream());
+    stop.record(stream);
+    stop.synchronize();
+    const float queued = start.elapsed_time(stop) / 2.0f;
+    if (queued >= 0.2f) return queued;
+    const int runs = std::clamp(static_cast<int>(2.0f / std::max(queued, 0.001f)), 4, 32);
+    const TimingGraph g(stream.stream(), runs, one);
+    C10_CUDA_CHECK(cudaGraphLaunch(g.exec, stream.stream()));
+    start.record(stream);
+    C10_CUDA_CHECK(cudaGraphLaunch(g.exec, stream.stream()));
+    stop.record(stream);
+    stop.synchronize();
+    return start.elapsed_time(stop) / static_cast<float>(runs);
 }
 
 // The configurations for this weight: the base one for every row count (cuBLASLt's first split-K-free answer at
@@ -341,14 +404,19 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
         // A tier is optional: a failed query or candidate run (cuBLASLt may answer NOT_SUPPORTED to a preference no
         // configuration meets) leaves this tier to the base configuration instead of failing the weight.
         try {
-            const std::initializer_list<int64_t> tier_rows = {spec.min_rows, spec.probe_rows, std::min<int64_t>(spec.max_rows, 65536)};
-            // Candidates: cuBLASLt's first split-K-free answer at the tier's row count; for f32 also its best answer among
-            // split-K-free configurations only (where all its first answers split K) and the base algorithm's other tiles
-            // (bf16/f16 configurations carry options a tile change would not keep consistent: their heuristic's answer only).
-            std::vector<Config> cands;
+            // Timed at the tier's own row count where the probe holds that many rows (34 for one series, not the
+            // probe's 68: the two can rank configurations differently), verified on the whole probe.
+            const int64_t timed_rows = std::min(spec.ref_rows, spec.probe_rows);
+            const std::initializer_list<int64_t> tier_rows = {spec.min_rows, timed_rows, spec.probe_rows,
+                                                              std::min<int64_t>(spec.max_rows, 65536)};
+            // Candidates: cuBLASLt's first split-K-free answer at the tier's row count (bf16/f16: its first
+            // kHalfCandidates); for f32 also its best answer among split-K-free configurations only (where all its first
+            // answers split K) and the base algorithm's other tiles (bf16/f16 configurations carry options a tile change
+            // would not keep consistent: their heuristic's answers only).
             std::string unused;
+            std::vector<Config> cands =
+                find_configs(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, unused, found, dt == at::kFloat ? 1 : kHalfCandidates);
             Config h;
-            if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found)) cands.push_back(h);
             if (dt == at::kFloat) {
                 if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
                     cands.push_back(h);
@@ -370,35 +438,43 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
                 run_config(cand, handle, x, w, bias, relu, b);
                 return at::equal(a.view(at::kShort), b.view(at::kShort));  // bitwise (an integer view: NaN and -0 compare as bits)
             };
-            // The fastest on the probe of the candidates that give the base's bits, if faster than the base (timed at
-            // choice time; any of them gives the same bits, so which one wins does not change a result).
-            const float base_ms = time_config(c.base, handle, x, w, bias, relu, a);
-            float best_ms = base_ms;
-            int verified = 0, refused = 0;
+            // The fastest at timed_rows of the candidates that give the base's bits, if it beats the base by kMargin
+            // (timed at choice time; any of them gives the same bits, so which one wins does not change a result, but
+            // a choice decided by timing noise would make the speed differ between processes: the margin, and the
+            // base timed before and after the candidates (its faster time counts), keep near-ties on the base).
+            const at::Tensor x_timed = x.slice(0, 0, timed_rows), a_timed = a.slice(0, 0, timed_rows), b_timed = b.slice(0, 0, timed_rows);
+            std::vector<std::pair<const Config*, float>> timed;
+            int refused = 0;
             for (const Config& cand : unique) {
                 if (!same_bits(cand)) {
                     ++refused;
                     continue;
                 }
-                ++verified;
-                const float ms = time_config(cand, handle, x, w, bias, relu, b);
-                if (ms < best_ms) {
+                timed.emplace_back(&cand, 0.0f);
+            }
+            float base_ms = time_config(c.base, handle, x_timed, w, bias, relu, a_timed);
+            for (auto& [cand, ms] : timed) ms = time_config(*cand, handle, x_timed, w, bias, relu, b_timed);
+            if (!timed.empty()) base_ms = std::min(base_ms, time_config(c.base, handle, x_timed, w, bias, relu, a_timed));
+            float best_ms = base_ms;
+            for (const auto& [cand, ms] : timed) {
+                if (ms < best_ms && ms < base_ms * kMargin) {
                     best_ms = ms;
                     c.has_tier[t] = true;
-                    c.tier[t] = cand;
+                    c.tier[t] = *cand;
                 }
             }
+            const int verified = static_cast<int>(timed.size());
             char timing[200];
             if (c.has_tier[t]) {
                 std::snprintf(
                     timing, sizeof(timing),
-                    " (the fastest on the probe of %d candidates with the base's bits, %d refused: %.1f us against the base's %.1f)",
-                    verified, refused, best_ms * 1e3, base_ms * 1e3);
+                    " (the fastest at %lld rows of %d candidates with the base's bits, %d refused: %.1f us against the base's %.1f)",
+                    static_cast<long long>(timed_rows), verified, refused, best_ms * 1e3, base_ms * 1e3);
                 c.description += "; " + rows + describe(c.tier[t].algo) + ", workspace " + std::to_string(c.tier[t].workspace) + timing;
             } else {
                 std::snprintf(timing, sizeof(timing),
-                              " (%d candidates with the base's bits, none faster on the probe than its %.1f us; %d refused)", verified,
-                              base_ms * 1e3, refused);
+                              " (%d candidates with the base's bits, none %.0f %% faster at %lld rows than its %.1f us; %d refused)",
+                              verified, (1.0 - kMargin) * 100.0, static_cast<long long>(timed_rows), base_ms * 1e3, refused);
                 c.description += "; " + rows + "the base" + timing;
             }
         } catch (const std::exception& e) {

@@ -19,9 +19,13 @@
 #   small    the sweep's fused bf16 row with rows_gemm's small-call configurations off (CN_ROWS_GEMM_SMALL=0)
 #   refrows  the sweep's fused bf16 row with rows_gemm's configurations chosen at 136, 272, 544 and 1088 rows
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
+#   ab       the sweep's fused rows (bf16 twice, f32 once) with this tree's library and with a baseline's, alternating,
+#            in one lease: the baseline is this tree with $AB_PATCH (a `git diff BASE` saved under .device/, carried)
+#            applied in reverse, its library built in /tmp/cn_ab_base
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows] [fused] [large] [small] [refrows] [profile] [profile32] [rolling]
+#   [AB_PATCH=.device/x.patch] scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows] [fused] [large] [small]
+#       [refrows] [ab] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -103,6 +107,27 @@ if [[ "$stages" == *" refrows "* ]]; then
         CN_ROWS_GEMM_REFERENCE_ROWS=$rr bench --workloads s --rows cn-fused-bf16 --out "$out/refrows_$rr.md" >"$out/refrows_$rr.log" 2>&1 || rc=1
         echo "fused bf16, rows_gemm configurations chosen at $rr rows:"; sed -n '/^| B | runs/,/^$/p' "$out/refrows_$rr.md"
     done
+fi
+if [[ "$stages" == *" ab "* ]]; then
+    base_src=/tmp/cn_ab_base
+    rm -rf "$base_src" && mkdir -p "$base_src"
+    tar -C "$root" --exclude=./build-gpu --exclude=./build --exclude=./.device/base -cf - . | tar -C "$base_src" -xf -
+    if (cd "$base_src" && patch -s -R -p1 <"$root/${AB_PATCH:?AB_PATCH: the baseline diff under .device/}") &&
+        cmake -S "$base_src" -B "$base_src/build-gpu" -G Ninja -DCN_PYTHON=python3 -DCN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+            -DCN_NLOHMANN_INCLUDE_DIR="$root/.device/include" -DCN_GTEST_SOURCE_DIR="$root/.device/googletest" >"$out/ab_configure.log" 2>&1 &&
+        cmake --build "$base_src/build-gpu" -j "$(nproc)" --target cutenative >"$out/ab_build.log" 2>&1; then
+        for pass in 1 2; do
+            for side in base new; do
+                lib="$build/libcutenative.so"; [[ $side == base ]] && lib="$base_src/build-gpu/libcutenative.so"
+                rows=cn-fused-bf16; [[ $pass == 2 ]] && rows=cn-fused-bf16,cn-fused-f32
+                python3 "$root/scripts/bench_chronos2.py" --lib "$lib" --checkpoint "$ck" --workloads s --rows $rows \
+                    --out "$out/ab_${side}_$pass.md" >"$out/ab_${side}_$pass.log" 2>&1 || rc=1
+                echo "ab $side, pass $pass:"; sed -n '/^| B | runs/,/^$/p' "$out/ab_${side}_$pass.md"
+            done
+        done
+    else
+        echo "ab: the baseline did not build"; tail -20 "$out/ab_build.log" 2>/dev/null; rc=1
+    fi
 fi
 if [[ "$stages" == *" profile "* ]]; then
     for b in 1 256 1024; do

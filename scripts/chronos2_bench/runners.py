@@ -280,20 +280,30 @@ def host_timeline(cpu_ops, spans, top=12):
     launches), from the device's last event to the call's end (results back and written out), and how much of the
     call the host spends inside any op event (ATen ops, the library's own, and CUDA runtime calls such as launches
     and synchronisations, which the profiler records too) against outside them (ctypes, the C ABI and pipeline
-    loops, allocations not made through ATen)."""
+    loops, allocations not made through ATen). The library's own phase scopes (`cn::...` record_function ranges in
+    the pipeline: validate, prepare_batch, launch_batch, finish_batch) are reported apart and do not count as op
+    events (they contain the ATen ops of their phase)."""
     marks = sorted((s0, e0) for s0, e0, n in cpu_ops if n == CALL_MARK)
     if not marks:
         return []
     rows = []
     op_incl = {}
+    phases = {}  # the library's phase scopes: name -> [count, µs, µs before the device's first event]
     pre_ops = {}  # the op events before the device's first event
     for s0, e0 in marks:
         dev = [(a, b) for a, b, _ in spans if a >= s0 and b <= e0]
-        inside = [(a, b, n) for a, b, n in cpu_ops if n != CALL_MARK and a >= s0 and b <= e0]
+        within = [(a, b, n) for a, b, n in cpu_ops if n != CALL_MARK and a >= s0 and b <= e0]
+        inside = [(a, b, n) for a, b, n in within if not n.startswith("cn::")]
         if not dev:
             continue
         first, last = min(a for a, _ in dev), max(b for _, b in dev)
         before = [(a, min(b, first), n) for a, b, n in inside if a < first]
+        for a, b, n in within:
+            if n.startswith("cn::"):
+                x = phases.setdefault(n, [0, 0.0, 0.0])
+                x[0] += 1
+                x[1] += b - a
+                x[2] += max(0.0, min(b, first) - a)
         rows.append((e0 - s0, first - s0, e0 - last, _union(dev), _union(inside), _union(before)))
         for a, b, n in before:
             x = pre_ops.setdefault(n, [0, 0.0])
@@ -311,6 +321,9 @@ def host_timeline(cpu_ops, spans, top=12):
            "(inside op events %.3f, outside them %.3f); the device's last event to the call's end %.3f; device busy "
            "(union) %.3f; host inside op events (union) %.3f, outside them %.3f." %
            (n, mean[0], mean[1], mean[5], mean[1] - mean[5], mean[2], mean[3], mean[4], mean[0] - mean[4]), "",
+           "Library phases per call (count, µs, of which before the device's first event): " + (", ".join(
+               "`%s` %.1f x, %.1f µs (%.1f)" % (name, c / n, t / n, tb / n)
+               for name, (c, t, tb) in sorted(phases.items(), key=lambda kv: -kv[1][1])) or "none recorded") + ".", "",
            "Op events before the device's first event: " + ", ".join(
                "`%s` %.1f x, %.1f µs" % (name[:50], c / n, t / n)
                for name, (c, t) in sorted(pre_ops.items(), key=lambda kv: -kv[1][1])[:8]) + ".", "",

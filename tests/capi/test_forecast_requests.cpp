@@ -73,6 +73,37 @@ TEST_F(Fixture, InvalidValuesNameTheField) {
     EXPECT_EQ(msg(), "series[1]: value 7 is infinite");
 }
 
+// The value scan works in blocks of 64 values plus a tail: an infinity or a lone number anywhere in a long series.
+TEST_F(Fixture, ValueChecksCoverEveryPositionOfLongSeries) {
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+    for (size_t pos : {size_t{0}, size_t{63}, size_t{64}, size_t{127}, size_t{130}, size_t{199}}) {
+        for (float bad : {kInf, -kInf}) {
+            cn_forecast_request_free(req);
+            ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+            ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+            auto v = series(200);
+            v[pos] = bad;
+            add(v);
+            EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);
+            EXPECT_EQ(msg(), "series[0]: value " + std::to_string(pos) + " is infinite");
+        }
+        cn_forecast_request_free(req);
+        ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+        ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+        std::vector<float> nan(200, kNaN);
+        add(nan);
+        EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT);
+        EXPECT_EQ(msg(), "series[0]: every value is NaN (missing)");
+        cn_forecast_request_free(req);
+        ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+        ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+        nan[pos] = 1.5f;  // one number anywhere is enough
+        add(nan);
+        std::vector<float> out;
+        EXPECT_EQ(run(&out), CN_STATUS_OK) << msg();
+    }
+}
+
 TEST_F(Fixture, AllNaNSeries) {
     add(std::vector<float>(20, kNaN));
     ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);

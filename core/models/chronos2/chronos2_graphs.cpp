@@ -27,6 +27,7 @@ constexpr int64_t kPadGroupBase = int64_t{1} << 40;
 struct GraphCache::Entry {
     at::cuda::CUDAGraph graph;
     at::Tensor context, group_ids, future, out;
+    int64_t stale_rows = 0;  // rows [0, stale_rows) of the inputs may hold an earlier call's series; the rest hold padding
 };
 
 GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device, ForwardFn fn,
@@ -68,16 +69,21 @@ at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_id
     // Captured on first use (the entry's bytes: what the allocator reserved meanwhile), the least recently used
     // entry evicted first when max_graphs are held.
     Entry& e = entries_.get(lock, key, [&] { return capture(key); });
-    const int64_t Bp = e.context.size(0);
-    // Real rows first; padding rows get a constant series, their own groups and no future values.
-    e.context.slice(0, 0, B).copy_(context);
-    if (Bp > B) e.context.slice(0, B).fill_(0.0);
-    e.group_ids.slice(0, 0, B).copy_(group_ids);
-    if (Bp > B) e.group_ids.slice(0, B).copy_(at::arange(Bp - B, group_ids.options()) + kPadGroupBase);
-    if (future.defined()) {
-        e.future.slice(0, 0, B).copy_(future);
-        if (Bp > B) e.future.slice(0, B).fill_(std::numeric_limits<double>::quiet_NaN());
+    // Real rows first; padding rows hold a constant series, their own groups and no future values: written at capture,
+    // and rewritten only where an earlier call of this bucket left real rows. The inputs may be page-locked host
+    // tensors (copied straight into the graph's buffers, asynchronously) or device tensors. Singleton-group passes
+    // never read the group ids.
+    const int64_t stale = e.stale_rows;
+    e.stale_rows = std::max(stale, B);
+    e.context.slice(0, 0, B).copy_(context, /*non_blocking=*/true);
+    if (!singleton) e.group_ids.slice(0, 0, B).copy_(group_ids, /*non_blocking=*/true);
+    if (future.defined()) e.future.slice(0, 0, B).copy_(future, /*non_blocking=*/true);
+    if (stale > B) {
+        e.context.slice(0, B, stale).fill_(0.0);
+        if (!singleton) e.group_ids.slice(0, B, stale).copy_(at::arange(B, stale, e.group_ids.options()) + kPadGroupBase);
+        if (future.defined()) e.future.slice(0, B, stale).fill_(std::numeric_limits<double>::quiet_NaN());
     }
+    e.stale_rows = B;
     e.graph.replay();
     return e.out.slice(0, 0, B).clone();
 }

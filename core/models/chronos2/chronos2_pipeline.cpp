@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -17,6 +19,7 @@
 #include <ATen/ops/outer.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
+#include <ATen/record_function.h>
 
 #include "core/common/status.h"
 #include "core/models/chronos2/chronos2_covariates.h"
@@ -78,17 +81,49 @@ std::vector<Task> make_tasks(const ForecastRequest& req) {
     return tasks;
 }
 
+// What a scan of values found: an infinity, a number (neither NaN nor infinite).
+struct ValueScan {
+    bool inf = false, number = false;
+};
+
+// Compares bit patterns (|x| == inf, |x| < inf) in blocks of 64 with no early exit, so the compiler vectorises the
+// loop at -O2 (3.5x the branchy isinf/isnan loop: 0.8 ms per 1024 series of 512 values on the H100 machine's host
+// before); only a failed check looks for the position, for the message.
+ValueScan scan_values(const std::vector<float>& v) {
+    constexpr uint32_t kAbs = 0x7fffffffu, kInf = 0x7f800000u;
+    const float* p = v.data();
+    const size_t n = v.size();
+    uint32_t inf = 0, number = 0;
+    auto one = [&](size_t k, uint32_t& i, uint32_t& num) {
+        uint32_t b;
+        std::memcpy(&b, p + k, sizeof(b));
+        b &= kAbs;
+        i |= static_cast<uint32_t>(b == kInf);
+        num |= static_cast<uint32_t>(b < kInf);
+    };
+    size_t k = 0;
+    for (; k + 64 <= n; k += 64) {
+        uint32_t i = 0, num = 0;
+        for (size_t j = 0; j < 64; ++j) one(k + j, i, num);
+        inf |= i;
+        number |= num;
+    }
+    for (; k < n; ++k) one(k, inf, number);
+    return {inf != 0, number != 0};
+}
+
+size_t first_inf(const std::vector<float>& v) {
+    return static_cast<size_t>(std::find_if(v.begin(), v.end(), [](float x) { return std::isinf(x); }) - v.begin());
+}
+
 // Value checks; the structural ones (series present, horizon in range) are forecast_shape's.
 void validate(const ForecastRequest& req) {
     for (size_t i = 0; i < req.series.size(); ++i) {
         const auto& v = req.series[i].values;
         if (v.empty()) invalid("series[" + std::to_string(i) + "]: empty");
-        bool any = false;
-        for (size_t k = 0; k < v.size(); ++k) {
-            if (std::isinf(v[k])) invalid("series[" + std::to_string(i) + "]: value " + std::to_string(k) + " is infinite");
-            any = any || !std::isnan(v[k]);
-        }
-        if (!any) invalid("series[" + std::to_string(i) + "]: every value is NaN (missing)");
+        const ValueScan scan = scan_values(v);
+        if (scan.inf) invalid("series[" + std::to_string(i) + "]: value " + std::to_string(first_inf(v)) + " is infinite");
+        if (!scan.number) invalid("series[" + std::to_string(i) + "]: every value is NaN (missing)");
     }
     for (size_t c = 0; c < req.covariates.size(); ++c) {
         const auto& cov = req.covariates[c];
@@ -102,12 +137,8 @@ void validate(const ForecastRequest& req) {
             invalid(at + ": " + std::to_string(cov.future_length()) + " future values exceed the horizon of " +
                     std::to_string(req.horizon));
         }
-        for (float x : cov.past) {
-            if (std::isinf(x)) invalid(at + ": past value is infinite");
-        }
-        for (float x : cov.future) {
-            if (std::isinf(x)) invalid(at + ": future value is infinite");
-        }
+        if (scan_values(cov.past).inf) invalid(at + ": past value is infinite");
+        if (scan_values(cov.future).inf) invalid(at + ": future value is infinite");
     }
     for (float q : req.quantiles) {
         if (!(q > 0.0f && q < 1.0f)) invalid("quantiles: levels must lie in (0, 1)");
@@ -192,17 +223,22 @@ at::Tensor step_future(const at::Tensor& fc, int64_t width) {
 
 bool all_nan(const at::Tensor& t) { return t.numel() == 0 || at::isnan(t).all().item<bool>(); }
 
-// The reference's _predict_batch: [rows, Q, H] fp32 on the device. `future_known`: whether `future` holds any
-// value (checked on the host before it was copied; when it holds none, no step needs a device-side check).
-at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, at::Tensor context,
-                         at::Tensor group_ids, at::Tensor future, bool future_known, int64_t H, bool singleton, RunContext& run) {
+// The reference's _predict_batch: [rows, Q, H] fp32 on the device. The inputs are the batch's host tensors
+// (page-locked on CUDA): a graph replay copies them straight into its static buffers, any other pass (and the
+// long-horizon rollout) takes device copies, made asynchronously. `future_known`: whether `future` holds any value
+// (checked on the host; when it holds none, no step checks it).
+at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, const at::Tensor& context,
+                         const at::Tensor& group_ids, const at::Tensor& future, bool future_known, int64_t H, bool singleton,
+                         RunContext& run) {
     const int64_t p = cfg.patch_size;
+    const at::Device dev = opt.device;
+    auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(dev, /*non_blocking=*/true) : t; };
     auto n_patches = [&](int64_t remaining) { return std::min((remaining + p - 1) / p, cfg.max_output_patches); };
     auto step = [&](const at::Tensor& ctx, const at::Tensor& gid, const at::Tensor& fc, int64_t N) {
         at::Tensor f = step_future(fc, N * p);
         if (!future_known || all_nan(f)) f = at::Tensor();  // identical to NaN-filled covariates, cheaper
         if (opt.graphs) return opt.graphs->run(ctx, gid, f, N, singleton);
-        return (opt.fused ? forward_fused : forward)(cfg, w, opt.dtype, ctx, gid, f, N, singleton);
+        return (opt.fused ? forward_fused : forward)(cfg, w, opt.dtype, on_device(ctx), on_device(gid), on_device(f), N, singleton);
     };
 
     std::vector<at::Tensor> preds;
@@ -219,15 +255,15 @@ at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, co
                                                ") needs the levels 0.1..0.9 among the model's quantiles");
             }
         }
-        const auto dev = context.device();
         const at::Tensor unrolled = at::tensor(kUnrolledQuantiles, at::kFloat);
         const at::Tensor model_levels = at::tensor(model_q, at::kFloat);
         const int64_t n = unrolled.size(0);
         const int64_t B = context.size(0);
         const at::Tensor weights = at::outer(quantile_prob_mass(unrolled), quantile_prob_mass(model_levels)).reshape({-1});
-        at::Tensor ctx = context.unsqueeze(1).expand({B, n, context.size(1)});
-        at::Tensor fc = future.unsqueeze(1).expand({B, n, future.size(1)});
-        const at::Tensor gid = (group_ids.view({B, 1}) * n + at::arange(n, group_ids.options()).view({1, n})).reshape({-1});
+        const at::Tensor context_d = on_device(context), future_d = on_device(future), group_ids_d = on_device(group_ids);
+        at::Tensor ctx = context_d.unsqueeze(1).expand({B, n, context_d.size(1)});
+        at::Tensor fc = future_d.unsqueeze(1).expand({B, n, future_d.size(1)});
+        const at::Tensor gid = (group_ids_d.view({B, 1}) * n + at::arange(n, group_ids_d.options()).view({1, n})).reshape({-1});
         while (remaining > 0) {
             run.check();
             const int64_t N = n_patches(remaining);
@@ -254,6 +290,7 @@ at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, co
 // (compared in float32), linear interpolation otherwise.
 struct QuantileMap {
     bool subset = true;
+    bool identity = false;  // the model's own levels, in order: the predictions as they are
     std::vector<int64_t> index;
     at::Tensor query;
 };
@@ -263,6 +300,7 @@ QuantileMap map_quantiles(const Chronos2Config& cfg, const ForecastRequest& req)
     std::vector<float> model_q(cfg.quantiles.begin(), cfg.quantiles.end());
     if (req.quantiles.empty()) {
         for (size_t i = 0; i < model_q.size(); ++i) m.index.push_back(static_cast<int64_t>(i));
+        m.identity = true;
         return m;
     }
     for (float q : req.quantiles) {
@@ -273,6 +311,8 @@ QuantileMap map_quantiles(const Chronos2Config& cfg, const ForecastRequest& req)
             m.index.push_back(it - model_q.begin());
     }
     if (!m.subset) m.query = at::tensor(req.quantiles, at::kFloat);
+    m.identity = m.subset && m.index.size() == model_q.size();
+    for (size_t i = 0; m.identity && i < m.index.size(); ++i) m.identity = m.index[i] == static_cast<int64_t>(i);
     return m;
 }
 
@@ -297,11 +337,15 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
     if (out_count < shape.n_values()) {
         invalid("out: buffer holds " + std::to_string(out_count) + " floats, the forecast needs " + std::to_string(shape.n_values()));
     }
-    validate(req);
+    {
+        RECORD_FUNCTION("cn::chronos2::validate", c10::ArrayRef<const c10::IValue>{});
+        validate(req);
+    }
     const std::vector<Task> tasks = make_tasks(req);
     const Categories categories = collect_all_categories(tasks);
     const QuantileMap qmap = map_quantiles(cfg, req);
-    const at::Tensor model_levels = at::tensor(std::vector<float>(cfg.quantiles.begin(), cfg.quantiles.end()), at::kFloat);
+    const at::Tensor model_levels =
+        qmap.subset ? at::Tensor() : at::tensor(std::vector<float>(cfg.quantiles.begin(), cfg.quantiles.end()), at::kFloat);
     const int64_t H = req.horizon;
     const int64_t nq = static_cast<int64_t>(shape.n_outputs);
 
@@ -344,6 +388,7 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         bool future_known = false, singleton = true;
     };
     auto prepare_batch = [&](size_t begin, size_t end) {
+        RECORD_FUNCTION("cn::chronos2::prepare_batch", c10::ArrayRef<const c10::IValue>{});
         HostBatch hb;
         int64_t L = 0, rows = 0;
         std::vector<int64_t> gids;
@@ -373,15 +418,17 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
     // Queues the batch's pass on the device and the copy of its predictions [rows, Q, H] back to the host (neither
     // waited for: the inputs are page-locked, their copies asynchronous).
     auto launch_batch = [&](const HostBatch& hb) {
-        const at::TensorOptions dev = at::TensorOptions().device(opt.device);
-        return DeviceToHost(predict_batch(cfg, w, opt, hb.context.to(dev, /*non_blocking=*/true), hb.group_ids.to(dev, true),
-                                          hb.future.to(dev, true), hb.future_known, H, hb.singleton, run));
+        RECORD_FUNCTION("cn::chronos2::launch_batch", c10::ArrayRef<const c10::IValue>{});
+        return DeviceToHost(predict_batch(cfg, w, opt, hb.context, hb.group_ids, hb.future, hb.future_known, H, hb.singleton, run));
     };
     // Waits for a batch's predictions, selects or interpolates the requested levels ([rows, nq, H]) and writes its
     // targets' rows into `out`.
     auto finish_batch = [&](DeviceToHost& back, size_t begin, size_t end) {
         at::Tensor pred = back.wait();
-        if (qmap.subset) {
+        RECORD_FUNCTION("cn::chronos2::finish_batch", c10::ArrayRef<const c10::IValue>{});
+        if (qmap.identity) {
+            // as predicted
+        } else if (qmap.subset) {
             pred = pred.index_select(1, at::tensor(qmap.index, at::kLong));
         } else {
             pred = interpolate_quantiles(qmap.query, model_levels, pred.transpose(1, 2)).transpose(1, 2);
