@@ -64,13 +64,25 @@ cudaDataType_t cuda_type(at::ScalarType t) {
     }
 }
 
+// What the epilogue does after the fp32 product: + bias [N], ReLU, + the output's previous contents (accumulate:
+// beta = 1, C = D = out), in cuBLASLt's order (alpha AB + beta C + bias, then ReLU), rounded once to the dtype.
+struct Epilogue {
+    const void* bias = nullptr;
+    bool relu = false;
+    bool accumulate = false;
+};
+
 // Descriptors of one GEMM in column-major terms: D [N, M] = op(A)=W^T... i.e. A = W viewed as K x N (ld K),
 // transposed; B = X viewed as K x M (ld = row stride); C = D = out viewed as N x M (ld N).
 struct Descs {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    Descs(at::ScalarType dt, int64_t N, int64_t K, int64_t M, int64_t ldx, const void* bias, bool relu) {
+    bool accumulate = false;  // beta = 1: D = AB + C with C = D
+    Descs(at::ScalarType dt, int64_t N, int64_t K, int64_t M, int64_t ldx, const Epilogue& ep) {
         const cudaDataType_t t = cuda_type(dt);
+        const void* bias = ep.bias;
+        const bool relu = ep.relu;
+        accumulate = ep.accumulate;
         check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
         const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
         check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA");
@@ -94,7 +106,7 @@ struct Descs {
     Descs& operator=(const Descs&) = delete;
 };
 
-using Key = std::tuple<int, int, int64_t, int64_t, bool, bool>;  // device, dtype, N, K, bias, ReLU
+using Key = std::tuple<int, int, int64_t, int64_t, bool, bool, bool>;  // device, dtype, N, K, bias, ReLU, accumulate
 
 struct Config {
     cublasLtMatmulAlgo_t algo{};
@@ -187,10 +199,10 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
 
 // Whether `algo` runs every row count in `check_rows` within kMaxWorkspace; raises `workspace` to the largest any of
 // them needs. `why` (optional) collects the refusal.
-bool valid_for(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle,
-               const cublasLtMatmulAlgo_t& algo, std::initializer_list<int64_t> check_rows, size_t& workspace, std::string* why) {
+bool valid_for(at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
+               std::initializer_list<int64_t> check_rows, size_t& workspace, std::string* why) {
     for (int64_t m : check_rows) {
-        Descs dm(dt, N, K, m, K, bias, relu);
+        Descs dm(dt, N, K, m, K, ep);
         cublasLtMatmulHeuristicResult_t r{};
         const cublasStatus_t c = cublasLtMatmulAlgoCheck(handle, dm.op, dm.a, dm.b, dm.c, dm.c, &algo, &r);
         if (c != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kMaxWorkspace) {
@@ -212,10 +224,10 @@ bool valid_for(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool r
 // its unrestricted answers for few rows are all split-K (f32 with N 768: measured on the H100), this finds the best
 // of the others.
 // find_configs: the first `max_count` such answers, in the heuristic's order.
-std::vector<Config> find_configs(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle,
-                                 int64_t ref_rows, std::initializer_list<int64_t> check_rows, std::string& why, int& found,
-                                 size_t max_count, bool no_reduction = false) {
-    Descs d(dt, N, K, ref_rows, K, bias, relu);
+std::vector<Config> find_configs(at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cublasLtHandle_t handle, int64_t ref_rows,
+                                 std::initializer_list<int64_t> check_rows, std::string& why, int& found, size_t max_count,
+                                 bool no_reduction = false) {
+    Descs d(dt, N, K, ref_rows, K, ep);
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kMaxWorkspace, sizeof(kMaxWorkspace)),
@@ -242,16 +254,16 @@ std::vector<Config> find_configs(at::ScalarType dt, int64_t N, int64_t K, const 
             continue;
         }
         size_t workspace = results[static_cast<size_t>(i)].workspaceSize;
-        if (!valid_for(dt, N, K, bias, relu, handle, algo, check_rows, workspace, &why)) continue;
+        if (!valid_for(dt, N, K, ep, handle, algo, check_rows, workspace, &why)) continue;
         out.push_back(Config{algo, workspace});
         if (out.size() >= max_count) break;
     }
     return out;
 }
 
-bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu, cublasLtHandle_t handle, int64_t ref_rows,
+bool find_config(at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cublasLtHandle_t handle, int64_t ref_rows,
                  std::initializer_list<int64_t> check_rows, Config& out, std::string& why, int& found, bool no_reduction = false) {
-    const std::vector<Config> c = find_configs(dt, N, K, bias, relu, handle, ref_rows, check_rows, why, found, 1, no_reduction);
+    const std::vector<Config> c = find_configs(dt, N, K, ep, handle, ref_rows, check_rows, why, found, 1, no_reduction);
     if (c.empty()) return false;
     out = c.front();
     return true;
@@ -261,8 +273,8 @@ bool find_config(at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool
 // base's), valid for every row count in `check_rows`. cuBLASLt's exact-fp32 kernels (one algorithm, SIMT FMA, a
 // K depth of 8 per stage for every tile) compute each output by the same chain of FMAs over k whatever the tile;
 // each variant is still verified on the probe before it is used.
-std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t N, int64_t K, const void* bias, bool relu,
-                                  cublasLtHandle_t handle, std::initializer_list<int64_t> check_rows) {
+std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cublasLtHandle_t handle,
+                                  std::initializer_list<int64_t> check_rows) {
     size_t bytes = 0;
     if (cublasLtMatmulAlgoCapGetAttribute(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
     std::vector<uint32_t> tiles(bytes / sizeof(uint32_t));
@@ -277,7 +289,7 @@ std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t
         if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile)) != CUBLAS_STATUS_SUCCESS)
             continue;
         v.workspace = 0;
-        if (valid_for(dt, N, K, bias, relu, handle, v.algo, check_rows, v.workspace, nullptr)) out.push_back(v);
+        if (valid_for(dt, N, K, ep, handle, v.algo, check_rows, v.workspace, nullptr)) out.push_back(v);
     }
     return out;
 }
@@ -286,7 +298,7 @@ std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t
 // by default).
 void matmul(const Descs& d, const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const at::Tensor& out,
             const at::Tensor& workspace, size_t ws, cudaStream_t stream = nullptr) {
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = d.accumulate ? 1.0f : 0.0f;
     check(cublasLtMatmul(handle, d.op, &alpha, w.const_data_ptr(), d.a, x.const_data_ptr(), d.b, &beta, out.data_ptr(), d.c, out.data_ptr(),
                          d.c, &c.algo, workspace.defined() ? workspace.data_ptr() : nullptr, ws,
                          stream ? stream : at::cuda::getCurrentCUDAStream().stream()),
@@ -322,10 +334,10 @@ struct TimingGraph {
 
 // out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
 // counts `c` was checked for, or checked here.
-void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const void* bias, bool relu,
+void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep,
                 const at::Tensor& out) {
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
-    Descs d(x.scalar_type(), N, K, M, K, bias, relu);
+    Descs d(x.scalar_type(), N, K, M, K, ep);
     size_t ws = c.workspace;
     if (M > 65536) {  // beyond the row counts checked at choice time: check this one (same configuration)
         cublasLtMatmulHeuristicResult_t r{};
@@ -342,10 +354,10 @@ void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, c
 // work, the graph replayed twice and the second replay timed): queued from the host one by one, a GEMM of a few µs
 // times the host's launch rate instead (measured on the H100: 8-13 µs per call at 34 rows against 3.6-5 µs in a
 // graph), which would rank configurations by noise.
-float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const void* bias, bool relu,
+float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep,
                   const at::Tensor& out) {
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
-    Descs d(x.scalar_type(), N, K, M, K, bias, relu);
+    Descs d(x.scalar_type(), N, K, M, K, ep);
     const at::Tensor workspace =
         c.workspace > 0 ? at::empty({static_cast<int64_t>(c.workspace)}, x.options().dtype(at::kByte)) : at::Tensor();
     // A side stream (a capture cannot run on the legacy default stream), ordered after the current one's work.
@@ -376,18 +388,18 @@ float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x,
 // reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and each tier's when verified on its probe and faster
 // there. Chosen once per key, then fixed. The probes need a synchronisation: outside CUDA graph capture only (a key first met
 // while capturing keeps the base configuration alone).
-const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtHandle_t handle) {
+const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t handle) {
     static std::mutex mu;
     static std::map<Key, Choice> cache;
     const at::ScalarType dt = w.scalar_type();
     const int64_t N = w.size(0), K = w.size(1);
-    const Key key{w.device().index(), static_cast<int>(dt), N, K, bias != nullptr, relu};
+    const Key key{w.device().index(), static_cast<int>(dt), N, K, ep.bias != nullptr, ep.relu, ep.accumulate};
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
     Choice c;
     std::string why;
     int found = 0;
-    if (!find_config(dt, N, K, bias, relu, handle, reference_rows(dt), {1, 34, 65536}, c.base, why, found)) {
+    if (!find_config(dt, N, K, ep, handle, reference_rows(dt), {1, 34, 65536}, c.base, why, found)) {
         fail(Status::kInternal, "rows_gemm: cuBLASLt offers no split-K-free configuration valid for every row count (N " +
                                     std::to_string(N) + ", K " + std::to_string(K) + ", " + std::to_string(found) + " candidates:" + why +
                                     ")");
@@ -415,12 +427,12 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
             // would not keep consistent: their heuristic's answers only).
             std::string unused;
             std::vector<Config> cands =
-                find_configs(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, unused, found, dt == at::kFloat ? 1 : kHalfCandidates);
+                find_configs(dt, N, K, ep, handle, spec.ref_rows, tier_rows, unused, found, dt == at::kFloat ? 1 : kHalfCandidates);
             Config h;
             if (dt == at::kFloat) {
-                if (find_config(dt, N, K, bias, relu, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
+                if (find_config(dt, N, K, ep, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
                     cands.push_back(h);
-                for (const Config& v : tile_variants(c.base, dt, N, K, bias, relu, handle, tier_rows)) cands.push_back(v);
+                for (const Config& v : tile_variants(c.base, dt, N, K, ep, handle, tier_rows)) cands.push_back(v);
             }
             std::vector<std::string> seen{describe(c.base.algo)};
             std::vector<Config> unique;
@@ -433,9 +445,15 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
             const int64_t P = spec.probe_rows;
             const at::Tensor x = ((at::arange(P * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({P, K});
             const at::Tensor a = at::empty({P, N}, w.options()), b = at::empty({P, N}, w.options());
-            run_config(c.base, handle, x, w, bias, relu, a);
+            // Accumulating configurations add the output's previous contents: the same pseudo-random C in both.
+            const at::Tensor c0 =
+                ep.accumulate ? ((at::arange(P * N, w.options().dtype(at::kFloat)) * 0.5698402910).frac() * 2.0 - 1.0).to(dt).view({P, N})
+                              : at::Tensor();
+            if (ep.accumulate) a.copy_(c0);
+            run_config(c.base, handle, x, w, ep, a);
             auto same_bits = [&](const Config& cand) {
-                run_config(cand, handle, x, w, bias, relu, b);
+                if (ep.accumulate) b.copy_(c0);
+                run_config(cand, handle, x, w, ep, b);
                 return at::equal(a.view(at::kShort), b.view(at::kShort));  // bitwise (an integer view: NaN and -0 compare as bits)
             };
             // The fastest at timed_rows of the candidates that give the base's bits, if it beats the base by kMargin
@@ -452,9 +470,9 @@ const Choice& choose(const at::Tensor& w, const void* bias, bool relu, cublasLtH
                 }
                 timed.emplace_back(&cand, 0.0f);
             }
-            float base_ms = time_config(c.base, handle, x_timed, w, bias, relu, a_timed);
-            for (auto& [cand, ms] : timed) ms = time_config(*cand, handle, x_timed, w, bias, relu, b_timed);
-            if (!timed.empty()) base_ms = std::min(base_ms, time_config(c.base, handle, x_timed, w, bias, relu, a_timed));
+            float base_ms = time_config(c.base, handle, x_timed, w, ep, a_timed);
+            for (auto& [cand, ms] : timed) ms = time_config(*cand, handle, x_timed, w, ep, b_timed);
+            if (!timed.empty()) base_ms = std::min(base_ms, time_config(c.base, handle, x_timed, w, ep, a_timed));
             float best_ms = base_ms;
             for (const auto& [cand, ms] : timed) {
                 if (ms < best_ms && ms < base_ms * kMargin) {
@@ -498,23 +516,13 @@ bool rows_gemm_enabled(at::ScalarType dtype) {
     return setting != 0;
 }
 
-std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu) {
-    const c10::cuda::CUDAGuard guard(w.device());
-    const at::Tensor b = bias ? at::zeros({w.size(0)}, w.options()) : at::Tensor();
-    return choose(w, bias ? b.const_data_ptr() : nullptr, relu, at::cuda::getCurrentCUDABlasLtHandle()).description;
-}
+namespace {
 
-at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, bool relu) {
-    if (!x_in.is_cuda() || !w.is_cuda() || w.dim() != 2 || x_in.size(-1) != w.size(1) || x_in.scalar_type() != w.scalar_type() ||
-        !w.is_contiguous() || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0) || b.scalar_type() != w.scalar_type()))) {
-        fail(Status::kInternal, "rows_gemm: CUDA x [..., K], w [N, K] contiguous, b [N], one dtype");
-    }
-    const int64_t N = w.size(0), K = w.size(1);
-    std::vector<int64_t> shape = x_in.sizes().vec();
-    shape.back() = N;
-    at::Tensor out = at::empty(shape, x_in.options().memory_format(at::MemoryFormat::Contiguous));
+// rows_gemm and rows_gemm_accumulate: `out` is a new tensor, or (accumulate) the caller's, added to.
+void rows_gemm_into(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& b, bool relu, bool accumulate, const at::Tensor& out) {
+    const int64_t K = w.size(1);
     const int64_t M = x_in.numel() / K;
-    if (M == 0) return out;
+    if (M == 0) return;
     // A row-major [M, K] matrix with 16-byte-aligned rows and base (cuBLASLt's fast paths want it, and the
     // configuration was checked for it).
     at::Tensor x = x_in.reshape({M, K});
@@ -526,10 +534,45 @@ at::Tensor rows_gemm(const at::Tensor& x_in, const at::Tensor& w, const at::Tens
     const at::Tensor bc = b.defined() && reinterpret_cast<uintptr_t>(b.const_data_ptr()) % 16 != 0 ? b.clone() : b;
     const c10::cuda::CUDAGuard guard(x.device());
     cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
-    const void* bias = bc.defined() ? bc.const_data_ptr() : nullptr;
-    const Choice& choice = choose(w, bias, relu, handle);
-    run_config(choice.for_rows(M), handle, x, w, bias, relu, out);
+    const Epilogue ep{bc.defined() ? bc.const_data_ptr() : nullptr, relu, accumulate};
+    const Choice& choice = choose(w, ep, handle);
+    run_config(choice.for_rows(M), handle, x, w, ep, out);
+}
+
+void check_operands(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    if (!x.is_cuda() || !w.is_cuda() || w.dim() != 2 || x.size(-1) != w.size(1) || x.scalar_type() != w.scalar_type() ||
+        !w.is_contiguous() || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0) || b.scalar_type() != w.scalar_type()))) {
+        fail(Status::kInternal, "rows_gemm: CUDA x [..., K], w [N, K] contiguous, b [N], one dtype");
+    }
+}
+
+}  // namespace
+
+std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu, bool accumulate) {
+    const c10::cuda::CUDAGuard guard(w.device());
+    const at::Tensor b = bias ? at::zeros({w.size(0)}, w.options()) : at::Tensor();
+    const Epilogue ep{bias ? b.const_data_ptr() : nullptr, relu, accumulate};
+    return choose(w, ep, at::cuda::getCurrentCUDABlasLtHandle()).description;
+}
+
+at::Tensor rows_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, bool relu) {
+    check_operands(x, w, b);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = w.size(0);
+    at::Tensor out = at::empty(shape, x.options().memory_format(at::MemoryFormat::Contiguous));
+    rows_gemm_into(x, w, b, relu, /*accumulate=*/false, out);
     return out;
+}
+
+void rows_gemm_accumulate(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out) {
+    check_operands(x, w, at::Tensor());
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = w.size(0);
+    if (out.sizes() != at::IntArrayRef(shape) || out.scalar_type() != x.scalar_type() || out.device() != x.device() ||
+        !out.is_contiguous() || reinterpret_cast<uintptr_t>(out.const_data_ptr()) % 16 != 0) {
+        fail(Status::kInternal, "rows_gemm_accumulate: out must be contiguous, 16-byte aligned, x's shape with the last dim N, x's dtype");
+    }
+    rows_gemm_into(x, w, at::Tensor(), /*relu=*/false, /*accumulate=*/true, out);
 }
 
 }  // namespace cn::kernels

@@ -35,9 +35,17 @@ namespace cn::kernels {
 // configuration is chosen for that epilogue, so it is part of the key).
 at::Tensor rows_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, bool relu = false);
 
-// A one-line description of the configuration rows_gemm uses for this weight (and bias presence): algorithm id,
-// tile, stages, split-K. For tests and benchmarks.
-std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu = false);
+// out += x W^T in the GEMM's epilogue (cuBLASLt's beta = 1, C = D = out): the residual add of a pre-norm block without
+// a pass of its own. f32: bit-identical to out + rows_gemm(x, w) (tested); bf16/f16: cuBLASLt's epilogue arithmetic (on
+// the H100 it rounds the product to the dtype before adding C, as the separate add does; the GPU test prints how many
+// elements differ from it). No bias, no ReLU. out: x's shape with the last dim N, contiguous, 16-byte aligned, not
+// overlapping x. Its configurations are chosen and verified like rows_gemm's (separately: the C read is part of the
+// epilogue).
+void rows_gemm_accumulate(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out);
+
+// A one-line description of the configuration rows_gemm (accumulate: rows_gemm_accumulate) uses for this weight (and
+// bias presence): algorithm id, tile, stages, split-K, and the tiers'. For tests and benchmarks.
+std::string rows_gemm_config(const at::Tensor& w, bool bias, bool relu = false, bool accumulate = false);
 
 // Whether series_linear's CUDA path uses rows_gemm (one launch over all rows) instead of one GEMM per series, for
 // weights of this dtype. Default: every dtype (measured on an H100, docs/benchmarks.md: bf16 is as fast at one

@@ -1,6 +1,7 @@
 #include "kernels/series_linear.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -45,6 +46,21 @@ bool series_linear_thread_invariant() { return MKL_Set_Num_Threads_Local != null
 
 at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, bool relu) {
     return series_linear_blocked(x, w, b, dim, kSeriesLinearBlock, relu);
+}
+
+void series_linear_accumulate(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out) {
+    if (!x.defined() || !out.defined() || x.dim() != 3 || out.dim() != 3 || !w.defined() || w.dim() != 2 || x.size(0) != out.size(0) ||
+        x.size(1) != out.size(1) || x.size(2) != w.size(1) || out.size(2) != w.size(0) || !out.is_contiguous()) {
+        fail(Status::kInternal, "series_linear_accumulate: x [n, R, K], w [N, K], out [n, R, N] contiguous");
+    }
+#ifdef CN_WITH_CUDA
+    if (x.is_cuda() && rows_gemm_enabled(x.scalar_type()) && reinterpret_cast<uintptr_t>(out.const_data_ptr()) % 16 == 0) {
+        rows_gemm_accumulate(x, w, out);
+        return;
+    }
+#endif
+    at::Tensor o = out;
+    o.add_(series_linear(x, w));
 }
 
 at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, int64_t block, bool relu) {

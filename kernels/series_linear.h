@@ -30,6 +30,11 @@ constexpr int64_t kSeriesLinearBlock = 64;
 
 at::Tensor series_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}, int64_t dim = 0, bool relu = false);
 
+// out += series_linear(x, w) for x [n, R, K] (series along dim 0) and out [n, R, N] contiguous (not overlapping x): the
+// residual add of a pre-norm block. CUDA with rows_gemm: in the GEMM's epilogue (kernels/rows_gemm.h,
+// rows_gemm_accumulate: the same bits as the separate add in f32); otherwise series_linear then an in-place add.
+void series_linear_accumulate(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out);
+
 // The same with another block width: for benchmarks only (the width is part of the rounding: models use the
 // constant above, so a series' bits never change with a setting).
 at::Tensor series_linear_blocked(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t dim, int64_t block,

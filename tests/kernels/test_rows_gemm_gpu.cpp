@@ -6,8 +6,11 @@
 // Skips without CUDA.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/Context.h>
@@ -15,6 +18,7 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/max.h>
 #include <ATen/ops/randn.h>
 
 #ifdef CN_WITH_CUDA
@@ -67,6 +71,52 @@ TEST(RowsGemmGpu, RowsAreBitIdenticalForEveryRowCountAndCloseToFp64) {
             const double err = (alone.to(at::kDouble) - ref.cpu()).abs().max().item<double>();
             const double scale = ref.abs().max().item<double>();
             EXPECT_LT(err, (dtype == at::kFloat ? 1e-5 : 1e-2) * scale) << "max abs error " << err;
+        }
+    }
+#endif
+}
+
+// rows_gemm_accumulate (out += x W^T in the epilogue): rows bit-identical for every row count as above; f32
+// bit-identical to out + rows_gemm(x, w) (the add the fused pass made before); bf16 within one bf16 step of it (on the
+// H100 cuBLASLt's bf16 epilogue rounds the product to bf16 before adding C, as the separate add does: the number of
+// elements that differ is printed).
+TEST(RowsGemmGpu, AccumulateIsBatchInvariantAndMatchesTheSeparateAdd) {
+#ifndef CN_WITH_CUDA
+    GTEST_SKIP() << "SKIPPED: built without CUDA";
+#else
+    if (!at::hasCUDA()) GTEST_SKIP() << "SKIPPED: no CUDA device";
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+        for (const auto& [N, K] : {std::pair<int64_t, int64_t>{768, 768}, {768, 3072}}) {
+            SCOPED_TRACE(std::string(c10::toString(dtype)) + " N " + std::to_string(N) + " K " + std::to_string(K));
+            at::manual_seed(2);
+            const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+            const at::Tensor w = (at::randn({N, K}, opts.dtype(at::kFloat)) / std::sqrt(static_cast<double>(K))).to(dtype);
+            const at::Tensor rows = at::randn({34, K}, opts.dtype(at::kFloat)).to(dtype);
+            const at::Tensor c = at::randn({34, N}, opts.dtype(at::kFloat)).to(dtype);  // the residual
+            at::Tensor alone = c.clone();
+            cn::kernels::rows_gemm_accumulate(rows, w, alone);
+            alone = alone.cpu();
+            std::printf("  accumulate: %s\n", cn::kernels::rows_gemm_config(w, false, false, true).c_str());
+            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{34 * 63}, int64_t{34 * 255}, int64_t{34 * 1023}}) {
+                const at::Tensor x = at::cat({at::randn({before, K}, opts.dtype(at::kFloat)).to(dtype), rows}, 0);
+                at::Tensor out = at::cat({at::randn({before, N}, opts.dtype(at::kFloat)).to(dtype), c}, 0);
+                cn::kernels::rows_gemm_accumulate(x, w, out);
+                const at::Tensor got = out.slice(0, before).cpu();
+                EXPECT_EQ(std::memcmp(got.const_data_ptr(), alone.const_data_ptr(), alone.nbytes()), 0) << before << " rows before";
+            }
+            const at::Tensor two = (c + cn::kernels::rows_gemm(rows, w)).cpu();
+            if (dtype == at::kFloat) {
+                EXPECT_EQ(std::memcmp(two.const_data_ptr(), alone.const_data_ptr(), alone.nbytes()), 0);
+            } else {
+                const at::Tensor differ = alone.view(at::kShort) != two.view(at::kShort);
+                std::printf("  bf16 accumulate against the separate add: %lld of %lld elements differ\n",
+                            static_cast<long long>(differ.sum().item<int64_t>()), static_cast<long long>(differ.numel()));
+                // One bf16 step (2^-7 relative to the larger of the two, at least 2^-7 * 1e-3).
+                const at::Tensor a = alone.to(at::kDouble), t = two.to(at::kDouble);
+                const at::Tensor step = at::max(a.abs(), t.abs()).clamp_min(1e-3) * (1.0 / 128.0);
+                EXPECT_TRUE(((a - t).abs() <= step).all().item<bool>())
+                    << "max difference / step " << ((a - t).abs() / step).max().item<double>();
+            }
         }
     }
 #endif

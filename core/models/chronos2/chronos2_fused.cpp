@@ -1,7 +1,9 @@
 // Chronos-2's forward pass on cutenative's kernels (fused mode): the same network as forward() with
 //   - one pass per series for the input transform (instance norm, arcsinh, patching, masks) and one for
 //     the output transform (rearrange, sinh, un-scaling), kernels/chronos2_io.h;
-//   - every RMS norm fused with the residual add before it, kernels/rms_norm.h;
+//   - the residual adds in the epilogue of the output projections' GEMMs (kernels/series_linear.h,
+//     series_linear_accumulate; in f32 the same bits as a separate add), except the group attention's with groups,
+//     fused with the RMS norm after it (kernels/rms_norm.h);
 //   - one QKV projection per attention (the three weights concatenated at load); the time attention by
 //     kernels/rope_attention.h on its output (bf16/f16 on CUDA: one tensor-core kernel with RoPE folded in; else
 //     RoPE in place and SDPA);
@@ -75,20 +77,26 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
 
     const at::Tensor rope_cs = kernels::rope_table(w.inv_freq, S, dt);  // shared by the layers
     const double eps = cfg.layer_norm_epsilon;
-    at::Tensor delta;  // the residual branch not yet added to `hidden`
+    // A block's output projection adds into `hidden` in its GEMM's epilogue (the residual add); where it cannot (the
+    // group attention's output, in another row order), `delta` holds it until the next norm adds it.
+    at::Tensor delta;
+    auto add_linear = [&](const at::Tensor& x, const at::Tensor& weight) { kernels::series_linear_accumulate(x, weight, hidden); };
     auto norm = [&](const at::Tensor& weight) {
-        return delta.defined() ? kernels::add_rms_norm(hidden, delta, weight, eps) : kernels::rms_norm(hidden, weight, eps);
+        if (!delta.defined()) return kernels::rms_norm(hidden, weight, eps);
+        const at::Tensor n = kernels::add_rms_norm(hidden, delta, weight, eps);
+        delta = at::Tensor();
+        return n;
     };
     for (const auto& l : w.layers) {
         {
             // time self-attention (RoPE, unscaled)
             const at::Tensor qkv = rows_linear(norm(l.time_norm), l.time_qkv);  // [B, S, 3 I]
-            delta = rows_linear(kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H, rope_cs), l.time_o);
+            add_linear(kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H, rope_cs), l.time_o);
         }
         {  // group self-attention across the rows of a group, at each time step
             const at::Tensor n = norm(l.group_norm);
             if (singleton_groups) {
-                delta = rows_linear(n, l.group_vo);  // o(v(n)) as one product (LayerWeights::group_vo)
+                add_linear(n, l.group_vo);  // o(v(n)) as one product (LayerWeights::group_vo)
             } else {
                 const at::Tensor qkv = group_linear(n.transpose(0, 1), l.group_qkv).view({S, B, 3, H, dk});
                 const at::Tensor q = qkv.select(2, 0).permute({0, 2, 1, 3});
@@ -100,7 +108,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
         }
         {  // feed-forward
             const at::Tensor n = norm(l.ff_norm);
-            delta = rows_linear(rows_linear(n, l.ff_wi, {}, /*relu=*/true), l.ff_wo);
+            add_linear(rows_linear(n, l.ff_wi, {}, /*relu=*/true), l.ff_wo);
         }
     }
     const at::Tensor out = norm(w.final_norm);
