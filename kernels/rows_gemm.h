@@ -6,7 +6,7 @@
 // a series' result is bit-identical whatever other series share its call (the batch invariance Chronos-2's
 // server merging relies on), with one launch per linear layer instead of one per series.
 // Row-count tiers may run other configurations (bf16/f16: calls of 1-68, 69-1088, 1089-4095 and 4096+ rows, the
-// candidates up to four of cuBLASLt's answers for 34, 544, 2176 and 8704 rows; f32: 1-68, 69-1088, 1089-4095,
+// candidates up to eight of cuBLASLt's answers for 34, 544, 2176 and 8704 rows; f32: 1-68, 69-1088, 1089-4095,
 // 4096-16383 and 16384+, its answer for 34, 544, 2176, 8192 and 32768 rows and the base algorithm with each of its
 // other tiles), but only ones that gave bit-identical outputs to the base configuration on a probe at choice time
 // (tile and raster differ, the K order of a row's dot products does not) and ran at least 5 % faster than the base
