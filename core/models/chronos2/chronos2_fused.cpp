@@ -2,8 +2,8 @@
 //   - one pass per series for the input transform (instance norm, arcsinh, patching, masks) and one for
 //     the output transform (rearrange, sinh, un-scaling), kernels/chronos2_io.h;
 //   - the residual adds in the epilogue of the output projections' GEMMs (kernels/series_linear.h,
-//     series_linear_accumulate; in f32 the same bits as a separate add), except the group attention's with groups,
-//     fused with the RMS norm after it (kernels/rms_norm.h);
+//     series_linear_accumulate; the same bits as a separate add: in f32 by construction, in bf16 as measured on the
+//     H100), except the group attention's with groups, fused with the RMS norm after it (kernels/rms_norm.h);
 //   - one QKV projection per attention (the three weights concatenated at load); the time attention by
 //     kernels/rope_attention.h on its output (bf16/f16 on CUDA: one tensor-core kernel with RoPE folded in; else
 //     RoPE in place and SDPA);
