@@ -306,8 +306,21 @@ void matmul(const Descs& d, const Config& c, cublasLtHandle_t handle, const at::
           "cublasLtMatmul");
 }
 
-// A CUDA graph of `runs` back-to-back GEMMs, captured on `stream` (thread-local capture: other threads are not
-// affected); the capture is ended and every handle released on every path.
+// The stream the searches time on: rows_gemm's own per device (created once, never destroyed), so no other work can
+// land on it while a timing graph is captured there (ATen's pool streams are shared round-robin by every thread).
+// Used under choose()'s search lock only.
+cudaStream_t timing_stream(int device) {
+    static std::map<int, cudaStream_t> streams;
+    auto it = streams.find(device);
+    if (it != streams.end()) return it->second;
+    cudaStream_t s = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    streams.emplace(device, s);
+    return s;
+}
+
+// A CUDA graph of `runs` back-to-back GEMMs, captured on `stream` (thread-local capture mode: this thread's other
+// CUDA calls are checked, other threads' are not); the capture is ended and every handle released on every path.
 struct TimingGraph {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
@@ -323,7 +336,13 @@ struct TimingGraph {
             throw;
         }
         C10_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        C10_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+        if (e != cudaSuccess) {
+            (void)cudaGraphDestroy(graph);
+            graph = nullptr;
+            exec = nullptr;
+            C10_CUDA_CHECK(e);
+        }
     }
     ~TimingGraph() {
         if (exec) (void)cudaGraphExecDestroy(exec);
@@ -361,9 +380,15 @@ float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x,
     Descs d(x.scalar_type(), N, K, M, K, ep);
     const at::Tensor workspace =
         c.workspace > 0 ? at::empty({static_cast<int64_t>(c.workspace)}, x.options().dtype(at::kByte)) : at::Tensor();
-    // A side stream (a capture cannot run on the legacy default stream), ordered after the current one's work.
+    // rows_gemm's own stream (a capture cannot run on the legacy default stream), ordered after the current one's
+    // work; on every exit, its work is waited for before the tensors it uses (allocated on the current stream) are
+    // freed.
     const at::cuda::CUDAStream current = at::cuda::getCurrentCUDAStream();
-    const at::cuda::CUDAStream stream = at::cuda::getStreamFromPool(false, x.device().index());
+    const at::cuda::CUDAStream stream = at::cuda::getStreamFromExternal(timing_stream(x.device().index()), x.device().index());
+    struct WaitOnExit {
+        cudaStream_t s;
+        ~WaitOnExit() { (void)cudaStreamSynchronize(s); }
+    } wait_on_exit{stream.stream()};
     at::cuda::CUDAEvent ready;
     ready.record(current);
     ready.block(stream);
@@ -389,14 +414,22 @@ float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x,
 // reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and each tier's when verified on its probe and faster
 // there. Chosen once per key, then fixed. The probes need a synchronisation: outside CUDA graph capture only (a key first met
 // while capturing keeps the base configuration alone).
+// Locking: `mu` guards the cache for lookups and inserts only; `search_mu` serialises the searches (and the timing
+// stream), so a call whose weight shape is already chosen never waits for another shape's search.
 const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t handle) {
-    static std::mutex mu;
-    static std::map<Key, Choice> cache;
+    static std::mutex mu, search_mu;
+    static std::map<Key, Choice> cache;  // entries never move or leave: references stay valid
     const at::ScalarType dt = w.scalar_type();
     const int64_t N = w.size(0), K = w.size(1);
     const Key key{w.device().index(), static_cast<int>(dt), N, K, ep.bias != nullptr, ep.relu, ep.accumulate};
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    auto cached = [&]() -> const Choice* {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = cache.find(key);
+        return it == cache.end() ? nullptr : &it->second;
+    };
+    if (const Choice* hit = cached()) return *hit;
+    std::lock_guard<std::mutex> searching(search_mu);
+    if (const Choice* hit = cached()) return *hit;  // chosen by another thread meanwhile
     Choice c;
     std::string why;
     int found = 0;
@@ -501,6 +534,7 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
             c.description += "; " + rows + "the base (the tier's search failed: " + e.what() + ")";
         }
     }
+    std::lock_guard<std::mutex> lock(mu);
     return cache.emplace(key, c).first->second;
 }
 
@@ -570,8 +604,10 @@ void rows_gemm_accumulate(const at::Tensor& x, const at::Tensor& w, const at::Te
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = w.size(0);
     if (out.sizes() != at::IntArrayRef(shape) || out.scalar_type() != x.scalar_type() || out.device() != x.device() ||
-        !out.is_contiguous() || reinterpret_cast<uintptr_t>(out.const_data_ptr()) % 16 != 0) {
-        fail(Status::kInternal, "rows_gemm_accumulate: out must be contiguous, 16-byte aligned, x's shape with the last dim N, x's dtype");
+        !out.is_contiguous() || reinterpret_cast<uintptr_t>(out.const_data_ptr()) % 16 != 0 || out.is_alias_of(x)) {
+        fail(Status::kInternal,
+             "rows_gemm_accumulate: out must be contiguous, 16-byte aligned, x's shape with the last dim N, x's dtype, and not share x's "
+             "storage");
     }
     rows_gemm_into(x, w, at::Tensor(), /*relu=*/false, /*accumulate=*/true, out);
 }

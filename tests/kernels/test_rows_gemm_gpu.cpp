@@ -97,7 +97,9 @@ TEST(RowsGemmGpu, AccumulateIsBatchInvariantAndMatchesTheSeparateAdd) {
             cn::kernels::rows_gemm_accumulate(rows, w, alone);
             alone = alone.cpu();
             std::printf("  accumulate: %s\n", cn::kernels::rows_gemm_config(w, false, false, true).c_str());
-            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{34 * 63}, int64_t{34 * 255}, int64_t{34 * 1023}}) {
+            // Calls of 34, 35, 102, 1122, 2176, 4114, 8704 and 34816 rows: every tier, inside and at its probe size.
+            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{68}, int64_t{34 * 32}, int64_t{34 * 63}, int64_t{34 * 120},
+                                   int64_t{34 * 255}, int64_t{34 * 1023}}) {
                 const at::Tensor x = at::cat({at::randn({before, K}, opts.dtype(at::kFloat)).to(dtype), rows}, 0);
                 at::Tensor out = at::cat({at::randn({before, N}, opts.dtype(at::kFloat)).to(dtype), c}, 0);
                 cn::kernels::rows_gemm_accumulate(x, w, out);
