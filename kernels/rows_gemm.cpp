@@ -410,6 +410,14 @@ float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x,
     return start.elapsed_time(stop) / static_cast<float>(runs);
 }
 
+// A probe matrix [rows, cols]: m[i] = frac(i * step) * 2 - 1 in fp32, rounded to the options' dtype (no RNG state
+// touched).
+at::Tensor probe_matrix(int64_t rows, int64_t cols, double step, const at::TensorOptions& options) {
+    return ((at::arange(rows * cols, options.dtype(at::kFloat)) * step).frac() * 2.0 - 1.0)
+        .to(options.dtype().toScalarType())
+        .view({rows, cols});
+}
+
 // The configurations for this weight: the base one for every row count (cuBLASLt's first split-K-free answer at
 // reference_rows(dtype) rows valid for 1, 34 and 65536 rows), and each tier's when verified on its probe and faster
 // there. Chosen once per key, then fixed. The probes need a synchronisation: outside CUDA graph capture only (a key first met
@@ -475,14 +483,11 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
                 if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d), unique.push_back(x);
             }
             if (unique.empty()) continue;  // nothing but the base
-            // The probe: x[i] = frac(i * 0.7548776662) * 2 - 1 in fp32, rounded to the dtype (no RNG state touched).
             const int64_t P = spec.probe_rows;
-            const at::Tensor x = ((at::arange(P * K, w.options().dtype(at::kFloat)) * 0.7548776662).frac() * 2.0 - 1.0).to(dt).view({P, K});
+            const at::Tensor x = probe_matrix(P, K, 0.7548776662, w.options());
             const at::Tensor a = at::empty({P, N}, w.options()), b = at::empty({P, N}, w.options());
             // Accumulating configurations add the output's previous contents: the same pseudo-random C in both.
-            const at::Tensor c0 =
-                ep.accumulate ? ((at::arange(P * N, w.options().dtype(at::kFloat)) * 0.5698402910).frac() * 2.0 - 1.0).to(dt).view({P, N})
-                              : at::Tensor();
+            const at::Tensor c0 = ep.accumulate ? probe_matrix(P, N, 0.5698402910, w.options()) : at::Tensor();
             if (ep.accumulate) a.copy_(c0);
             run_config(c.base, handle, x, w, ep, a);
             auto same_bits = [&](const Config& cand) {
