@@ -2,6 +2,7 @@
 // fp32 accumulation), RoPE applied while q and k are staged in shared memory.
 #include "kernels/rope_attention.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -67,7 +68,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                  : "r"(a));
 }
 
-// grid B * H (a block per series and head), kWarps warps. Shared memory: q, k and v [Sp][DK + 8] in T (Sp = S
+// grid B * H (a block per series and head), min(kWarps, ceil(S / 16)) warps. Shared memory: q, k and v [Sp][DK + 8] in T (Sp = S
 // rounded up to 16; the padding rows zero), the RoPE table's S positions [S][DK/2] float2, the key mask [Sp] in
 // fp32 (-inf past S). The row stride (DK + 8 elements) makes every fragment load of a warp hit 32 distinct banks.
 // Staging: every 16-byte chunk of q, k, v and the table is copied at once (cp.async), then q and k are rotated in
@@ -97,38 +98,41 @@ __global__ void __launch_bounds__(kWarps * 32, DK <= 64 ? 6 : 4)
     // 1. Stage q, k, v (which = 0, 1, 2), the table and the mask; 2. rotate q and k in place (a thread per 8 pairs
     // (i, i + DK/2)).
     for (int c = threadIdx.x; c < S * HALF / 2; c += blockDim.x) cp_async16(tab + 2 * c, table + 2 * c);
-    for (int c = threadIdx.x; c < 3 * Sp * CHUNKS; c += blockDim.x) {
-        const int which = c / (Sp * CHUNKS), r = (c / CHUNKS) % Sp, d0 = (c % CHUNKS) * 8;
-        T* dst = qs + which * Sp * LD + r * LD + d0;
-        if (r < S)
-            cp_async16(dst, base + static_cast<int64_t>(r) * 3 * I + which * I + d0);
-        else
-            *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    for (int which = 0; which < 3; ++which) {  // no division by a run-time value in the index arithmetic
+        for (int c = threadIdx.x; c < Sp * CHUNKS; c += blockDim.x) {
+            const int r = c / CHUNKS, d0 = (c % CHUNKS) * 8;
+            T* dst = qs + which * Sp * LD + r * LD + d0;
+            if (r < S)
+                cp_async16(dst, base + static_cast<int64_t>(r) * 3 * I + which * I + d0);
+            else
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+        }
     }
     for (int s = threadIdx.x; s < Sp; s += blockDim.x) mask[s] = s < S ? to_f(bias[static_cast<int64_t>(b) * S + s]) : -INFINITY;
     cp_async_wait_all();
     __syncthreads();
-    constexpr int PAIRS = HALF / 8;
-    for (int c = threadIdx.x; c < 2 * S * PAIRS; c += blockDim.x) {
-        const int which = c / (S * PAIRS), r = (c / PAIRS) % S, i0 = (c % PAIRS) * 8;
-        T* x = qs + which * Sp * LD + r * LD;
-        uint4 x1 = *reinterpret_cast<const uint4*>(x + i0), x2 = *reinterpret_cast<const uint4*>(x + i0 + HALF);
-        T* a = reinterpret_cast<T*>(&x1);
-        T* z = reinterpret_cast<T*>(&x2);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            float y1, y2;
-            rope_rotate<T>(to_f(a[e]), to_f(z[e]), tab[r * HALF + i0 + e], y1, y2);
-            a[e] = from_f<T>(y1);
-            z[e] = from_f<T>(y2);
-        }
-        *reinterpret_cast<uint4*>(x + i0) = x1;
-        *reinterpret_cast<uint4*>(x + i0 + HALF) = x2;
+    // Two adjacent pairs per thread, (i, i + DK/2) and (i + 1, i + 1 + DK/2): a warp reads its rows' table entries
+    // as consecutive 16-byte chunks, with no bank conflicts (a thread per 8 pairs made a warp's table reads 16-way
+    // conflicts, the kernel's largest shared-memory cost; the arithmetic per element is the same).
+    constexpr int DUOS = HALF / 2;
+    for (int c = threadIdx.x; c < 2 * S * DUOS; c += blockDim.x) {  // q's S rows, then k's
+        const int rr = c / DUOS, r = rr < S ? rr : rr - S, i = (c % DUOS) * 2;
+        T* x = qs + (rr < S ? r : Sp + r) * LD + i;
+        const uint32_t xa = ld32(x), xz = ld32(x + HALF);
+        const float4 cs = *reinterpret_cast<const float4*>(tab + r * HALF + i);  // the table's entries i and i + 1
+        T a[2], z[2];
+        memcpy(a, &xa, sizeof(xa));
+        memcpy(z, &xz, sizeof(xz));
+        float y1, y2, w1, w2;
+        rope_rotate<T>(to_f(a[0]), to_f(z[0]), make_float2(cs.x, cs.y), y1, y2);
+        rope_rotate<T>(to_f(a[1]), to_f(z[1]), make_float2(cs.z, cs.w), w1, w2);
+        *reinterpret_cast<uint32_t*>(x) = pack2<T>(y1, w1);
+        *reinterpret_cast<uint32_t*>(x + HALF) = pack2<T>(y2, w2);
     }
     __syncthreads();
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t2 = (lane % 4) * 2;
-    for (int r0 = warp * 16; r0 < S; r0 += kWarps * 16) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t2 = (lane % 4) * 2, warps = blockDim.x / 32;
+    for (int r0 = warp * 16; r0 < S; r0 += warps * 16) {
         uint32_t qa[KSTEPS][4];  // this warp's 16 queries as mma A fragments
 #pragma unroll
         for (int kk = 0; kk < KSTEPS; ++kk) {
@@ -236,7 +240,9 @@ void launch(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& tab
         auto kernel = rope_attention_mma_kernel<T, DK>;
         if (shared > 48 * 1024)
             C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-        kernel<<<static_cast<unsigned>(B * H), kWarps * 32, shared, stream>>>(
+        // A warp per 16 queries, at most kWarps (then each takes more than one group of 16).
+        const int warps = static_cast<int>(std::min<int64_t>(kWarps, (S + 15) / 16));
+        kernel<<<static_cast<unsigned>(B * H), static_cast<unsigned>(warps * 32), shared, stream>>>(
             reinterpret_cast<const T*>(qkv.const_data_ptr()), reinterpret_cast<const T*>(bias.const_data_ptr()),
             reinterpret_cast<const float2*>(table.const_data_ptr()), reinterpret_cast<T*>(out.data_ptr()), static_cast<int>(S),
             static_cast<int>(H));

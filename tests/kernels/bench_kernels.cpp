@@ -6,8 +6,10 @@
 // read once, outputs written once) / time, against the device's measured copy bandwidth
 // (cudaMemcpyAsync device to device, 1 GiB, read + write counted).
 //   cn_bench_kernels            # prints a Markdown table
+//   cn_bench_kernels attention B   # rope_attention's kernel twice on B series (for a profiler), nothing else
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <string>
@@ -45,6 +47,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/rope_attention.h"
 #include "kernels/sampling.h"
 #include "kernels/skinny_gemm.h"
 #include "tests/support/gpu_timing.h"
@@ -153,6 +156,23 @@ struct Row {
 // The Kronos decode step's launches (Kronos-small shapes, B=2, fp32) one by one, each in a graph of kReps
 // dependent launches: what one launch costs on the GPU, next to a one-element ATen add (the floor of a launch
 // in a graph) and the bytes it must move.
+// rope_attention's kernel at Chronos-2 base's shape (S = 34 tokens at context 512, 12 heads of 64), bf16: bytes = q, k
+// and v read once + the output written once.
+void attention_table(double copy_gbs) {
+    std::printf("\n| rope_attention kernel, bf16, S=34, 12 heads of 64 | µs | GB/s | %% of copy BW |\n|---|---:|---:|---:|\n");
+    const auto cuda = at::TensorOptions().device(at::kCUDA);
+    for (int64_t B : {1, 16, 64, 128, 256, 1024}) {
+        const int64_t S = 34, H = 12, dk = 64;
+        const at::Tensor qkv = at::randn({B, S, 3 * H * dk}, cuda.dtype(at::kBFloat16));
+        const at::Tensor bias = at::zeros({B, S}, cuda.dtype(at::kBFloat16));
+        const at::Tensor inv = 1.0 / at::pow(10000.0, at::arange(0, dk, 2, cuda.dtype(at::kFloat)) / 64.0);
+        const at::Tensor table = cn::kernels::rope_table(inv, S, at::kBFloat16);
+        const double us = time_us([&] { cn::kernels::rope_attention_cuda(qkv, bias, inv, H, table); });
+        const double gbs = 2.0 * B * S * 4 * H * dk / (us * 1e-6) / 1e9;
+        std::printf("| B=%lld | %.2f | %.0f | %.1f%% |\n", static_cast<long long>(B), us, gbs, 100.0 * gbs / copy_gbs);
+    }
+}
+
 void decode_table() {
     const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
     struct D {
@@ -211,9 +231,22 @@ void decode_table() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
     if (!at::hasCUDA()) {
         std::printf("no CUDA device\n");
+        return 0;
+    }
+    if (argc == 3 && std::string(argv[1]) == "attention") {
+        // For a profiler (ncu --kernel-name regex:rope_attention --launch-skip 1 --launch-count 1): the kernel twice
+        // on B series of Chronos-2 base's shape, nothing else.
+        const int64_t B = std::atoll(argv[2]), S = 34, H = 12, dk = 64;
+        const auto cuda = at::TensorOptions().device(at::kCUDA);
+        const at::Tensor qkv = at::randn({B, S, 3 * H * dk}, cuda.dtype(at::kBFloat16));
+        const at::Tensor bias = at::zeros({B, S}, cuda.dtype(at::kBFloat16));
+        const at::Tensor inv = 1.0 / at::pow(10000.0, at::arange(0, dk, 2, cuda.dtype(at::kFloat)) / 64.0);
+        const at::Tensor table = cn::kernels::rope_table(inv, S, at::kBFloat16);
+        for (int i = 0; i < 2; ++i) cn::kernels::rope_attention_cuda(qkv, bias, inv, H, table);
+        cudaDeviceSynchronize();
         return 0;
     }
     c10::cuda::CUDAGuard guard(c10::Device(c10::kCUDA, 0));
@@ -280,6 +313,7 @@ int main() {
         std::printf("| %s | %s | %s | %.2f | %.2f | %.1fx | %.0f | %.1f%% |\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(), r.aten_us,
                     r.ours_us, r.aten_us / r.ours_us, gbs, 100.0 * gbs / copy_gbs);
     }
+    attention_table(copy_gbs);
     decode_table();
     return 0;
 }
