@@ -19,13 +19,17 @@
 #   small    the sweep's fused bf16 row with rows_gemm's small-call configurations off (CN_ROWS_GEMM_SMALL=0)
 #   refrows  the sweep's fused bf16 row with rows_gemm's configurations chosen at 136, 272, 544 and 1088 rows
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
+#   kernels  cn_bench_kernels: the kernels against their ATen composites, and rope_attention's kernel alone
+#   ncuattn  Nsight Compute's sections for rope_attention's kernel at B = 256 (with kernels)
+#   variants the sweep's fused bf16 row once per setting in $VARIANTS (space-separated VAR=value, e.g.
+#            "CN_CHRONOS2_LANES=1 CN_CHRONOS2_LANES=2"), two passes alternating
 #   ab       the sweep's fused rows (bf16 twice, f32 once) with this tree's library and with a baseline's, alternating,
 #            in one lease: the baseline is this tree with $AB_PATCH (a `git diff BASE` saved under .device/, carried)
 #            applied in reverse, its library built in /tmp/cn_ab_base
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   [AB_PATCH=.device/x.patch] scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows] [fused] [large] [small]
-#       [refrows] [ab] [profile] [profile32] [rolling]
+#   [AB_PATCH=.device/x.patch] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows]
+#       [fused] [large] [small] [refrows] [kernels] [ncuattn] [variants] [ab] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -43,7 +47,9 @@ cmake -S "$root" -B "$build" -G Ninja -DCN_PYTHON=python3 -DCN_CUDA=ON -DCMAKE_C
     -DCN_NLOHMANN_INCLUDE_DIR="$root/.device/include" -DCN_GTEST_SOURCE_DIR="$root/.device/googletest" \
     >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 t0=$(date +%s)
-cmake --build "$build" -j "$(nproc)" --target cutenative test_kernels_gpu test_capi_gpu cn_bench_gemm >"$out/build.log" 2>&1 ||
+targets="cutenative test_kernels_gpu test_capi_gpu cn_bench_gemm"
+[[ "$stages" == *" kernels "* || "$stages" == *" ncuattn "* ]] && targets="$targets cn_bench_kernels"
+cmake --build "$build" -j "$(nproc)" --target $targets >"$out/build.log" 2>&1 ||
     { grep -E 'error|Error' "$out/build.log" | head -40; exit 1; }
 echo "build ok in $(( $(date +%s) - t0 )) s"
 rc=0
@@ -59,6 +65,29 @@ if [[ "$stages" == *" tests "* ]]; then
     CN_ROWS_GEMM_SMALL=0 CN_ROWS_GEMM_MID=0 CN_ROWS_GEMM_LARGE=0 "$build/tests/test_capi_gpu" --gtest_filter='Chronos2BatchGpu.*' \
         >"$out/test_capi_gpu_notiers.log" 2>&1 || rc=1
     echo "Chronos2BatchGpu, rows_gemm tiers off:"; grep -E '^\[  (PASSED|FAILED) |FAILED|Failure' "$out/test_capi_gpu_notiers.log" | head -8
+fi
+if [[ "$stages" == *" tests "* ]]; then
+    CN_CHRONOS2_LANES=1 "$build/tests/test_capi_gpu" --gtest_filter='Chronos2BatchGpu.*:Chronos2GraphGpu.*:Chronos2Gpu.Fused*' \
+        >"$out/test_capi_gpu_lanes1.log" 2>&1 || rc=1
+    echo "Chronos-2 C-ABI GPU tests, CN_CHRONOS2_LANES=1:"; grep -E '^\[  (PASSED|FAILED) |FAILED|Failure' "$out/test_capi_gpu_lanes1.log" | head -8
+fi
+if [[ "$stages" == *" kernels "* ]]; then "$build/tests/cn_bench_kernels" >"$out/kernels.md" 2>&1 || rc=1; cat "$out/kernels.md"; fi
+if [[ "$stages" == *" ncuattn "* ]]; then
+    # Nsight Compute on rope_attention's kernel at B = 256 series (the second launch; needs the kernels stage's build).
+    ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
+    "${ncu_bin:-ncu}" --clock-control none --kernel-name regex:rope_attention_mma --launch-skip 1 --launch-count 1 --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --section InstructionStats "$build/tests/cn_bench_kernels" attention 256 >"$out/ncu_attention.txt" 2>&1 || rc=1
+    cat "$out/ncu_attention.txt" | grep -v '^==PROF==' | head -150
+fi
+if [[ "$stages" == *" variants "* ]]; then
+    for pass in 1 2; do
+        for v in ${VARIANTS:?VARIANTS: settings to compare}; do
+            env "$v" python3 "$root/scripts/bench_chronos2.py" --lib "$build/libcutenative.so" --checkpoint "$ck" --workloads s \
+                --rows cn-fused-bf16 --out "$out/variant_${v}_$pass.md" >"$out/variant_${v}_$pass.log" 2>&1 || rc=1
+            echo "fused bf16, $v, pass $pass:"; sed -n '/^| B | runs/,/^$/p' "$out/variant_${v}_$pass.md"
+        done
+    done
 fi
 if [[ "$stages" == *" gemm "* ]]; then "$build/tests/cn_bench_gemm" bf16 >"$out/gemm_bf16.md"; cat "$out/gemm_bf16.md"; fi
 if [[ "$stages" == *" f32 "* ]]; then

@@ -1,6 +1,8 @@
 #include "core/models/chronos2/chronos2_graphs.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
@@ -27,7 +29,8 @@ constexpr int64_t kPadGroupBase = int64_t{1} << 40;
 struct GraphCache::Entry {
     at::cuda::CUDAGraph graph;
     at::Tensor context, group_ids, future, out;
-    int64_t stale_rows = 0;  // rows [0, stale_rows) of the inputs may hold an earlier call's series; the rest hold padding
+    int64_t stale_rows = 0;    // rows [0, stale_rows) of the inputs may hold an earlier call's series; the rest hold padding
+    at::cuda::CUDAEvent done;  // recorded after the last replay's output was copied: a replay on another stream waits for it
 };
 
 GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device, ForwardFn fn,
@@ -45,7 +48,7 @@ GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10:
 GraphCache::~GraphCache() = default;
 
 std::unique_ptr<GraphCache::Entry> GraphCache::capture(const Key& key) {
-    const auto [B, L, N, has_future, singleton] = key;
+    const auto [B, L, N, has_future, singleton, lane] = key;
     auto e = std::make_unique<Entry>();
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
     e->context = at::zeros({B, L}, f32);
@@ -61,14 +64,19 @@ std::unique_ptr<GraphCache::Entry> GraphCache::capture(const Key& key) {
     return e;
 }
 
-at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future, int64_t N, bool singleton) {
+at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future, int64_t N, bool singleton,
+                           int lane) {
     const GraphPool::Lock lock = pool_.lock();
     c10::cuda::CUDAGuard device_guard(device_);
     const int64_t B = context.size(0), L = context.size(1);
-    const Key key{bucket_rows(B), L, N, future.defined(), singleton};
+    const Key key{bucket_rows(B), L, N, future.defined(), singleton, lane};
     // Captured on first use (the entry's bytes: what the allocator reserved meanwhile), the least recently used
     // entry evicted first when max_graphs are held.
     Entry& e = entries_.get(lock, key, [&] { return capture(key); });
+    // The static buffers are free once the previous replay's output was copied, which may have been queued on
+    // another stream (another thread's lane); on the same stream this wait is already implied.
+    const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+    e.done.block(stream);
     // Real rows first; padding rows hold a constant series, their own groups and no future values: written at capture,
     // and rewritten only where an earlier call of this bucket left real rows. The inputs may be page-locked host
     // tensors (copied straight into the graph's buffers, asynchronously) or device tensors. Singleton-group passes
@@ -85,7 +93,9 @@ at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_id
     }
     e.stale_rows = B;
     e.graph.replay();
-    return e.out.slice(0, 0, B).clone();
+    at::Tensor out = e.out.slice(0, 0, B).clone();
+    e.done.record(stream);
+    return out;
 }
 
 uint64_t GraphCache::pool_bytes() const { return pool_.bytes(); }

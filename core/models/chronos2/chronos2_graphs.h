@@ -1,6 +1,6 @@
 // Graph mode for Chronos-2: one CUDA graph per shape bucket, captured on first use and replayed.
 // A bucket is (rows padded up to a power of two, context length, output patches, future covariates
-// present, singleton groups). Padding rows hold a constant dummy series in a group of its own; since
+// present, singleton groups, the pipeline's lane). Padding rows hold a constant dummy series in a group of its own; since
 // every layer runs per series, the real rows' results are bit-identical to eager mode. Time is never
 // padded (the context length is part of the key), because that would shift RoPE positions.
 #pragma once
@@ -27,10 +27,13 @@ public:
     GraphCache(const GraphCache&) = delete;
     GraphCache& operator=(const GraphCache&) = delete;
 
-    // Same contract as forward(); inputs on the device. Calls are serialised (the graphs own static
-    // buffers). Returns a fresh tensor [B, Q, N * patch].
+    // Same contract as forward(); inputs on the device or page-locked on the host. Queued on the current stream;
+    // calls are serialised (the graphs own static buffers), and a graph replayed on another stream than its last
+    // replay waits for that one. `lane`: which of the pipeline's streams the call runs on (part of the key: passes
+    // queued on different lanes run side by side, each on graphs of its own). Returns a fresh tensor
+    // [B, Q, N * patch].
     at::Tensor run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
-                   bool singleton_groups);
+                   bool singleton_groups, int lane = 0);
 
     // Device bytes the captured graphs keep (their memory pools and static buffers); read without the lock.
     uint64_t pool_bytes() const;
@@ -38,7 +41,7 @@ public:
 
 private:
     struct Entry;
-    using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
+    using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int>;  // rows bucket, L, N, future, singleton, lane
     std::unique_ptr<Entry> capture(const Key& key);
 
     const Chronos2Config& cfg_;

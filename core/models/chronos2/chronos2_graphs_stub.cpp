@@ -23,7 +23,7 @@ GraphCache::~GraphCache() = default;
 
 std::unique_ptr<GraphCache::Entry> GraphCache::capture(const Key&) { no_cuda(); }
 
-at::Tensor GraphCache::run(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, bool) { no_cuda(); }
+at::Tensor GraphCache::run(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, bool, int) { no_cuda(); }
 
 uint64_t GraphCache::pool_bytes() const { return pool_.bytes(); }
 

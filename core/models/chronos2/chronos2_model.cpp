@@ -1,5 +1,8 @@
 #include "core/models/chronos2/chronos2_model.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/matmul.h>
 
@@ -10,10 +13,21 @@
 #include "core/models/chronos2/chronos2_forward.h"
 #include "core/models/chronos2/chronos2_graphs.h"
 #include "core/models/chronos2/chronos2_pipeline.h"
+#include "core/runtime/stream_lanes.h"
 #include "core/runtime/weights.h"
 
 namespace cn::chronos2 {
 namespace {
+
+// Streams the graph and fused modes run batches on side by side (PipelineOptions::lanes): CN_CHRONOS2_LANES, 1 to 4,
+// default 2 (on the H100 three lost to two at every batch size); 1 keeps every pass on the caller's stream.
+int lanes_from_env() {
+    constexpr int kDefault = 2;
+    const char* v = std::getenv("CN_CHRONOS2_LANES");
+    if (!v || !*v) return kDefault;
+    const int n = std::atoi(v);
+    return n >= 1 && n <= 4 ? n : kDefault;
+}
 
 void declare_residual_block(Weights& w, ResidualBlockWeights& r, const std::string& p, int64_t in, int64_t hidden, int64_t out) {
     w.declare(r.hidden_w, p + ".hidden_layer.weight", {hidden, in});
@@ -124,8 +138,12 @@ protected:
             graphs =
                 std::make_unique<GraphCache>(cfg_, w_, options_.dtype, options_.device, mode == CN_MODE_FUSED ? forward_fused : forward);
         }
+        const int n_lanes = graphs ? lanes_from_env() : 1;
+        lanes_.reset();  // its streams are idle: every call waits for its pieces
         graphs_ = std::move(graphs);
+        if (n_lanes > 1) lanes_ = std::make_unique<StreamLanes>(options_.device, n_lanes);
         pipe_.graphs = graphs_.get();
+        pipe_.lanes = lanes_.get();
         pipe_.fused = mode == CN_MODE_FUSED;
     }
 
@@ -140,6 +158,7 @@ private:
     Chronos2Weights w_;
     PipelineOptions pipe_;
     std::unique_ptr<GraphCache> graphs_;  // declared after w_: destroyed before the weights it replays
+    std::unique_ptr<StreamLanes> lanes_;  // declared after graphs_: its streams are waited for before the graphs go
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "core/models/chronos2/chronos2_graphs.h"
 #include "core/runtime/host_copy.h"
 #include "core/runtime/quantiles.h"
+#include "core/runtime/stream_lanes.h"
 
 namespace cn::chronos2 {
 namespace {
@@ -37,6 +39,10 @@ const std::vector<float> kUnrolledQuantiles = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6
 
 // The largest group-attention mask one forward pass may build: rows^2 x tokens elements (1 GiB in fp32).
 constexpr int64_t kMaxGroupMask = int64_t{1} << 28;
+
+// The fewest rows a piece of a batch split over lanes may have: on the H100, fused bf16 at B = 256 (two pieces of
+// 128 series) gained ~10 %, at B = 64 (two of 32) it lost (docs/benchmarks.md, #19 sixth step).
+constexpr int64_t kMinPieceRows = 128;
 
 [[noreturn]] void invalid(const std::string& msg) { fail(Status::kInvalidArgument, msg); }
 
@@ -228,7 +234,7 @@ bool all_nan(const at::Tensor& t) { return t.numel() == 0 || at::isnan(t).all().
 // long-horizon rollout) takes device copies, made asynchronously. `future_known`: whether `future` holds any value
 // (checked on the host; when it holds none, no step checks it).
 at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, const PipelineOptions& opt, const at::Tensor& context,
-                         const at::Tensor& group_ids, const at::Tensor& future, bool future_known, int64_t H, bool singleton,
+                         const at::Tensor& group_ids, const at::Tensor& future, bool future_known, int64_t H, bool singleton, int lane,
                          RunContext& run) {
     const int64_t p = cfg.patch_size;
     const at::Device dev = opt.device;
@@ -237,7 +243,7 @@ at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, co
     auto step = [&](const at::Tensor& ctx, const at::Tensor& gid, const at::Tensor& fc, int64_t N) {
         at::Tensor f = step_future(fc, N * p);
         if (!future_known || all_nan(f)) f = at::Tensor();  // identical to NaN-filled covariates, cheaper
-        if (opt.graphs) return opt.graphs->run(ctx, gid, f, N, singleton);
+        if (opt.graphs) return opt.graphs->run(ctx, gid, f, N, singleton, lane);
         return (opt.fused ? forward_fused : forward)(cfg, w, opt.dtype, on_device(ctx), on_device(gid), on_device(f), N, singleton);
     };
 
@@ -380,20 +386,53 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         }
         batches.emplace_back(start, i);
     }
-    run.set_total(batches.size());
+    // What runs as one pass: each batch whole, or (lanes) a large batch of univariate tasks split into one piece per
+    // lane, rows as even as whole tasks allow. A piece keeps its batch's context length L (the reference left-pads a
+    // batch to its longest task) and holds single-row tasks whose passes have no groups (no rollout paths either),
+    // so each of its series gets the bits it gets in the whole batch (batch invariance); a batch with groups runs
+    // whole, as their attention's sums span the batch. Pieces go to the lanes in turn, whole batches too.
+    struct Piece {
+        size_t begin, end;
+        int64_t L;
+    };
+    const int n_lanes = opt.graphs && opt.lanes && opt.lanes->size() > 1 ? opt.lanes->size() : 1;
+    std::vector<Piece> pieces;
+    for (const auto& [begin, end] : batches) {
+        int64_t L = 0, rows = 0;
+        bool single_rows = paths == 1;
+        for (size_t t = begin; t < end; ++t) {
+            L = std::max(L, task_length(cfg, req, tasks[t]));
+            rows += tasks[t].rows();
+            single_rows = single_rows && tasks[t].rows() == 1;
+        }
+        const int64_t parts = single_rows ? std::clamp<int64_t>(rows / kMinPieceRows, 1, n_lanes) : 1;
+        size_t start = begin;
+        int64_t done = 0;
+        for (int64_t part = 1; part < parts; ++part) {
+            // Close the piece at the first task boundary at or past part / n_lanes of the batch's rows.
+            size_t t = start;
+            while (t < end && done * parts < rows * part) done += tasks[t++].rows();
+            if (t > start && t < end) {
+                pieces.push_back({start, t, L});
+                start = t;
+            }
+        }
+        pieces.push_back({start, end, L});
+    }
+    run.set_total(pieces.size());
 
     // The batch's rows, written straight into its two host buffers (no per-task tensors).
     struct HostBatch {
         at::Tensor context, future, group_ids;  // [rows, L], [rows, H] fp32 and [rows] int64, on the host
         bool future_known = false, singleton = true;
     };
-    auto prepare_batch = [&](size_t begin, size_t end) {
+    auto prepare_batch = [&](const Piece& piece) {
         RECORD_FUNCTION("cn::chronos2::prepare_batch", c10::ArrayRef<const c10::IValue>{});
+        const auto [begin, end, L] = piece;
         HostBatch hb;
-        int64_t L = 0, rows = 0;
+        int64_t rows = 0;
         std::vector<int64_t> gids;
         for (size_t t = begin; t < end; ++t) {
-            L = std::max(L, task_length(cfg, req, tasks[t]));
             const int64_t r = tasks[t].rows();
             hb.singleton = hb.singleton && r == 1;
             for (int64_t k = 0; k < r; ++k) gids.push_back(static_cast<int64_t>(t - begin));
@@ -417,9 +456,9 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
     };
     // Queues the batch's pass on the device and the copy of its predictions [rows, Q, H] back to the host (neither
     // waited for: the inputs are page-locked, their copies asynchronous).
-    auto launch_batch = [&](const HostBatch& hb) {
+    auto launch_batch = [&](const HostBatch& hb, int lane) {
         RECORD_FUNCTION("cn::chronos2::launch_batch", c10::ArrayRef<const c10::IValue>{});
-        return DeviceToHost(predict_batch(cfg, w, opt, hb.context, hb.group_ids, hb.future, hb.future_known, H, hb.singleton, run));
+        return DeviceToHost(predict_batch(cfg, w, opt, hb.context, hb.group_ids, hb.future, hb.future_known, H, hb.singleton, lane, run));
     };
     // Waits for a batch's predictions, selects or interpolates the requested levels ([rows, nq, H]) and writes its
     // targets' rows into `out`.
@@ -446,19 +485,30 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         }
         run.advance();
     };
-    // Two batches in flight: while the device runs batch k, the host prepares batch k + 1 and queues it behind,
-    // then waits for batch k's results alone (their copy runs on a side stream) and writes them out; the device
-    // never waits for the host between batches.
-    std::optional<DeviceToHost> pending;
-    size_t pending_begin = 0, pending_end = 0;
-    for (const auto& [begin, end] : batches) {
+    // One piece more in flight than there are lanes: while the device runs piece k (and, with lanes, the pieces
+    // queued on the other lanes beside it), the host prepares piece k + 1 and queues it on its lane, then waits for
+    // the oldest piece's results alone (their copy runs on a side stream) and writes them out; the device never
+    // waits for the host between pieces.
+    struct Pending {
+        DeviceToHost back;
+        size_t begin, end;
+    };
+    std::deque<Pending> pending;
+    if (n_lanes > 1) opt.lanes->follow_current();
+    for (size_t k = 0; k < pieces.size(); ++k) {
         run.check();
-        DeviceToHost next = launch_batch(prepare_batch(begin, end));
-        if (pending) finish_batch(*pending, pending_begin, pending_end);
-        pending = std::move(next);
-        pending_begin = begin, pending_end = end;
+        const HostBatch hb = prepare_batch(pieces[k]);
+        {
+            const int lane = static_cast<int>(k % static_cast<size_t>(n_lanes));
+            const StreamLanes::Guard on_lane(n_lanes > 1 ? opt.lanes : nullptr, static_cast<size_t>(lane));
+            pending.push_back({launch_batch(hb, lane), pieces[k].begin, pieces[k].end});
+        }
+        while (pending.size() > static_cast<size_t>(n_lanes)) {
+            finish_batch(pending.front().back, pending.front().begin, pending.front().end);
+            pending.pop_front();
+        }
     }
-    if (pending) finish_batch(*pending, pending_begin, pending_end);
+    for (Pending& p : pending) finish_batch(p.back, p.begin, p.end);
 }
 
 }  // namespace cn::chronos2

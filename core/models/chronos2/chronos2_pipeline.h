@@ -16,6 +16,11 @@
 namespace cn::chronos2 {
 
 class GraphCache;
+}  // namespace cn::chronos2
+namespace cn {
+class StreamLanes;
+}  // namespace cn
+namespace cn::chronos2 {
 
 struct PipelineOptions {
     c10::Device device = c10::Device(c10::kCPU);
@@ -24,6 +29,10 @@ struct PipelineOptions {
     int64_t max_horizon = 0;
     bool fused = false;            // fused mode: forward_fused (cutenative's kernels) instead of forward
     GraphCache* graphs = nullptr;  // graph and fused modes on CUDA: forward passes replay captured CUDA graphs
+    // With graphs: two or more streams on which batches run side by side. Each of the reference's batches is then
+    // split into one piece per lane (whole tasks, every piece keeping the batch's context length, so each series
+    // sees exactly what it would in the whole batch), queued on the lanes in turn. Null: one stream, whole batches.
+    const StreamLanes* lanes = nullptr;
 };
 
 // Output shape of a request (validates its structure: horizon set, covariates attached to series).
