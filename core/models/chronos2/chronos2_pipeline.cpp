@@ -493,17 +493,19 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         DeviceToHost back;
         size_t begin, end;
     };
+    // A call of one piece has nothing to run beside it: it stays on the caller's stream, as without lanes.
+    const size_t in_lanes = pieces.size() > 1 ? static_cast<size_t>(n_lanes) : 1;
     std::deque<Pending> pending;
-    if (n_lanes > 1) opt.lanes->follow_current();
+    if (in_lanes > 1) opt.lanes->follow_current();
     for (size_t k = 0; k < pieces.size(); ++k) {
         run.check();
         const HostBatch hb = prepare_batch(pieces[k]);
         {
-            const int lane = static_cast<int>(k % static_cast<size_t>(n_lanes));
-            const StreamLanes::Guard on_lane(n_lanes > 1 ? opt.lanes : nullptr, static_cast<size_t>(lane));
-            pending.push_back({launch_batch(hb, lane), pieces[k].begin, pieces[k].end});
+            const size_t lane = k % in_lanes;
+            const StreamLanes::Guard on_lane(in_lanes > 1 ? opt.lanes : nullptr, lane);
+            pending.push_back({launch_batch(hb, static_cast<int>(lane)), pieces[k].begin, pieces[k].end});
         }
-        while (pending.size() > static_cast<size_t>(n_lanes)) {
+        while (pending.size() > in_lanes) {
             finish_batch(pending.front().back, pending.front().begin, pending.front().end);
             pending.pop_front();
         }
