@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the CUDA machine (issue #19): builds the library, the kernel and C-ABI GPU tests and cn_bench_gemm against that
 # machine's torch (incremental in build-gpu/, which scripts/device_test.sh shares), then runs the stages named:
-#   tests    the kernel GPU tests, the Chronos-2 C-ABI GPU tests with the attention kernel on (default) and off, and
-#            the batch-invariance test with rows_gemm's row-count tiers off
+#   tests    the kernel GPU tests, the Chronos-2 C-ABI GPU tests with the attention kernel on (default) and off, the
+#            batch-invariance test with rows_gemm's row-count tiers off, and the Chronos-2 GPU tests with one lane
 #   gemm     cn_bench_gemm bf16: rows_gemm against at::linear per row count
 #   f32      rows_gemm's f32 configurations (the kernel test's lines), cn_bench_gemm f32, and the sweep's fused f32
 #            row with the default GEMMs and with one per series (CN_ROWS_GEMM=0)
