@@ -95,8 +95,8 @@ __global__ void __launch_bounds__(kWarps * 32, DK <= 64 ? 6 : 4)
     const int b = blockIdx.x / H, h = blockIdx.x % H;
     const T* base = qkv + static_cast<int64_t>(b) * S * 3 * I + h * DK;
 
-    // 1. Stage q, k, v (which = 0, 1, 2), the table and the mask; 2. rotate q and k in place (a thread per 8 pairs
-    // (i, i + DK/2)).
+    // 1. Stage q, k, v (which = 0, 1, 2), the table and the mask; 2. rotate q and k in place (a thread per two
+    // adjacent pairs (i, i + DK/2)).
     for (int c = threadIdx.x; c < S * HALF / 2; c += blockDim.x) cp_async16(tab + 2 * c, table + 2 * c);
     for (int which = 0; which < 3; ++which) {  // no division by a run-time value in the index arithmetic
         for (int c = threadIdx.x; c < Sp * CHUNKS; c += blockDim.x) {

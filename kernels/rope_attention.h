@@ -37,7 +37,7 @@ bool rope_attention_cuda_enabled();
 bool rope_attention_cuda_takes(const at::Tensor& qkv, int64_t heads);
 
 namespace rope_attention_detail {
-constexpr int kWarps = 4;                   // per block: a warp per 16 queries at a time
+constexpr int kWarps = 4;                   // per block at most: a warp per 16 queries (min(kWarps, ceil(S / 16)) warps)
 constexpr int64_t kMaxShared = 227 * 1024;  // sm_90's most per block; less where the device allows less
 // Shared memory of one block (Sp = S rounded up to 16): q, k and v [Sp][dk + 8] in T (2 bytes), the RoPE table
 // [S][dk/2] float2, the key mask [Sp] in fp32.

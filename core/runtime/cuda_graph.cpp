@@ -12,8 +12,8 @@ int64_t reserved_bytes(c10::Device d) {
 }
 
 void capture_graph(at::cuda::CUDAGraph& graph, c10::Device device, const std::function<void()>& warmup, const std::function<void()>& pass,
-                   const at::Generator* gen) {
-    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+                   const at::Generator* gen, std::optional<c10::Stream> on) {
+    c10::cuda::CUDAStream stream = on ? c10::cuda::CUDAStream(*on) : c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
     {
         c10::cuda::CUDAStreamGuard guard(stream);

@@ -16,7 +16,11 @@ StreamLanes::StreamLanes(c10::Device device, int n) {
     const c10::cuda::CUDAGuard guard(device);
     for (int i = 0; i < n; ++i) {
         cudaStream_t s = nullptr;
-        C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        if (const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); e != cudaSuccess) {
+            for (const c10::Stream& made : streams_) (void)cudaStreamDestroy(c10::cuda::CUDAStream(made).stream());
+            streams_.clear();
+            C10_CUDA_CHECK(e);
+        }
         streams_.push_back(c10::cuda::getStreamFromExternal(s, device.index()).unwrap());
     }
 #else

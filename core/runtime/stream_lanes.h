@@ -22,7 +22,7 @@ namespace cn {
 
 class StreamLanes {
 public:
-    // `n` streams on `device` when it is a CUDA device (CUDA builds); none otherwise, and use() changes nothing.
+    // `n` streams on `device` when it is a CUDA device (CUDA builds); none otherwise, and a Guard changes nothing.
     StreamLanes(c10::Device device, int n);
     ~StreamLanes();
     StreamLanes(const StreamLanes&) = delete;
@@ -30,6 +30,8 @@ public:
 
     // The number of streams (0 without CUDA).
     int size() const { return static_cast<int>(streams_.size()); }
+    // Lane i % size()'s stream (size() > 0).
+    c10::Stream stream(size_t i) const { return streams_[i % streams_.size()]; }
 
     // Makes every lane wait for the work queued so far on its device's current stream (the caller's: weights
     // prepared there, inputs copied there), as work queued on that stream afterwards would.

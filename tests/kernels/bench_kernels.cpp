@@ -153,9 +153,6 @@ struct Row {
     double aten_us, ours_us, bytes;
 };
 
-// The Kronos decode step's launches (Kronos-small shapes, B=2, fp32) one by one, each in a graph of kReps
-// dependent launches: what one launch costs on the GPU, next to a one-element ATen add (the floor of a launch
-// in a graph) and the bytes it must move.
 // rope_attention's kernel at Chronos-2 base's shape (S = 34 tokens at context 512, 12 heads of 64), bf16: bytes = q, k
 // and v read once + the output written once.
 void attention_table(double copy_gbs) {
@@ -173,6 +170,9 @@ void attention_table(double copy_gbs) {
     }
 }
 
+// The Kronos decode step's launches (Kronos-small shapes, B=2, fp32) one by one, each in a graph of kReps
+// dependent launches: what one launch costs on the GPU, next to a one-element ATen add (the floor of a launch
+// in a graph) and the bytes it must move.
 void decode_table() {
     const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
     struct D {

@@ -31,6 +31,11 @@ struct GraphCache::Entry {
     at::Tensor context, group_ids, future, out;
     int64_t stale_rows = 0;    // rows [0, stale_rows) of the inputs may hold an earlier call's series; the rest hold padding
     at::cuda::CUDAEvent done;  // recorded after the last replay's output was copied: a replay on another stream waits for it
+    ~Entry() {
+        try {
+            done.synchronize();  // an evicted graph's last replay has finished before its buffers go
+        } catch (...) {}
+    }
 };
 
 GraphCache::GraphCache(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dtype, c10::Device device, ForwardFn fn,
@@ -60,8 +65,14 @@ std::unique_ptr<GraphCache::Entry> GraphCache::capture(const Key& key) {
         [&] {
             for (int i = 0; i < 2; ++i) fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton);
         },
-        [&] { e->out = fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton); });
+        [&] { e->out = fn_(cfg_, w_, dtype_, e->context, e->group_ids, e->future, N, singleton); }, nullptr, capture_stream(lane));
     return e;
+}
+
+c10::Stream GraphCache::capture_stream(int lane) {
+    std::unique_ptr<StreamLanes>& s = capture_streams_[lane];
+    if (!s) s = std::make_unique<StreamLanes>(device_, 1);
+    return s->stream(0);
 }
 
 at::Tensor GraphCache::run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future, int64_t N, bool singleton,

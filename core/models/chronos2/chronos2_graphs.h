@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <tuple>
 
@@ -15,6 +16,7 @@
 #include "core/models/chronos2/chronos2_config.h"
 #include "core/models/chronos2/chronos2_forward.h"
 #include "core/runtime/graph_cache.h"
+#include "core/runtime/stream_lanes.h"
 
 namespace cn::chronos2 {
 
@@ -29,9 +31,9 @@ public:
 
     // Same contract as forward(); inputs on the device or page-locked on the host. Queued on the current stream;
     // calls are serialised (the graphs own static buffers), and a graph replayed on another stream than its last
-    // replay waits for that one. `lane`: which of the pipeline's streams the call runs on (part of the key: passes
-    // queued on different lanes run side by side, each on graphs of its own). Returns a fresh tensor
-    // [B, Q, N * patch].
+    // replay waits for that one. `lane`: which of the pipeline's streams the call runs on, -1 for the caller's (part
+    // of the key: passes queued on different lanes run side by side, each on graphs of its own, captured on a
+    // private stream per lane so that they share no ATen workspace). Returns a fresh tensor [B, Q, N * patch].
     at::Tensor run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
                    bool singleton_groups, int lane = 0);
 
@@ -43,14 +45,16 @@ private:
     struct Entry;
     using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int>;  // rows bucket, L, N, future, singleton, lane
     std::unique_ptr<Entry> capture(const Key& key);
+    c10::Stream capture_stream(int lane);  // under the pool's lock
 
     const Chronos2Config& cfg_;
     const Chronos2Weights& w_;
     c10::ScalarType dtype_;
     c10::Device device_;
     ForwardFn fn_;
-    GraphPool pool_;                     // the mutex serialising run(), and the bytes of every entry
-    LruGraphCache<Key, Entry> entries_;  // up to max_graphs, least recently used evicted
+    GraphPool pool_;                                               // the mutex serialising run(), and the bytes of every entry
+    std::map<int, std::unique_ptr<StreamLanes>> capture_streams_;  // per lane: declared before entries_, which go first
+    LruGraphCache<Key, Entry> entries_;                            // up to max_graphs, least recently used evicted
 };
 
 }  // namespace cn::chronos2

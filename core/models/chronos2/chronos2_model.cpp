@@ -139,9 +139,10 @@ protected:
                 std::make_unique<GraphCache>(cfg_, w_, options_.dtype, options_.device, mode == CN_MODE_FUSED ? forward_fused : forward);
         }
         const int n_lanes = graphs ? lanes_from_env() : 1;
-        lanes_.reset();  // its streams are idle: every call waits for its pieces
+        std::unique_ptr<StreamLanes> lanes = n_lanes > 1 ? std::make_unique<StreamLanes>(options_.device, n_lanes) : nullptr;
+        // Nothing below throws: the old lanes (idle: every call waits for its pieces) go before the old graphs.
+        lanes_ = std::move(lanes);
         graphs_ = std::move(graphs);
-        if (n_lanes > 1) lanes_ = std::make_unique<StreamLanes>(options_.device, n_lanes);
         pipe_.graphs = graphs_.get();
         pipe_.lanes = lanes_.get();
         pipe_.fused = mode == CN_MODE_FUSED;

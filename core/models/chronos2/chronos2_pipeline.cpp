@@ -409,7 +409,7 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         size_t start = begin;
         int64_t done = 0;
         for (int64_t part = 1; part < parts; ++part) {
-            // Close the piece at the first task boundary at or past part / n_lanes of the batch's rows.
+            // Close the piece at the first task boundary at or past part / parts of the batch's rows.
             size_t t = start;
             while (t < end && done * parts < rows * part) done += tasks[t++].rows();
             if (t > start && t < end) {
@@ -501,9 +501,10 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         run.check();
         const HostBatch hb = prepare_batch(pieces[k]);
         {
+            // Graphs are keyed by lane, -1 for the caller's stream: each graph is replayed on one stream only.
             const size_t lane = k % in_lanes;
             const StreamLanes::Guard on_lane(in_lanes > 1 ? opt.lanes : nullptr, lane);
-            pending.push_back({launch_batch(hb, static_cast<int>(lane)), pieces[k].begin, pieces[k].end});
+            pending.push_back({launch_batch(hb, in_lanes > 1 ? static_cast<int>(lane) : -1), pieces[k].begin, pieces[k].end});
         }
         while (pending.size() > in_lanes) {
             finish_batch(pending.front().back, pending.front().begin, pending.front().end);

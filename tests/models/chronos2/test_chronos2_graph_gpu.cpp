@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cutenative.h"
@@ -118,6 +119,48 @@ TEST(Chronos2GraphGpu, GraphEqualsEagerBitForBit) {
             cn_model_free(m);
         }
     }
+}
+
+// Two threads forecasting on one fused model at once (calls of 300 series: three pieces on the two lanes; of 64:
+// one piece on the caller's stream, in a graph of the same row bucket as the 300's last piece) get the answers the
+// same calls get one at a time: the graphs' static buffers are never rewritten under a replay on another stream.
+TEST(Chronos2GraphGpu, ConcurrentCallsGetTheSequentialAnswers) {
+    if (cn_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    cn_model_params p;
+    cn_model_params_init(&p);
+    p.device_type = CN_DEVICE_CUDA;
+    p.dtype = CN_DTYPE_BF16;
+    p.mode = CN_MODE_FUSED;
+    cn_model* m = nullptr;
+    const std::string dir = std::string(CN_FIXTURES_DIR) + "/chronos2/tiny_a";
+    ASSERT_EQ(cn_model_create(dir.c_str(), &p, &m, nullptr), CN_STATUS_OK);
+    std::vector<Req> reqs;
+    for (int n : {300, 64, 300, 64}) {
+        Req r{{}, {}, 8, false};
+        for (int i = 0; i < n; ++i) {
+            r.series.push_back(wave(64, 0.05f * static_cast<float>(i + n), 3.0f + static_cast<float>(i % 13)));
+            r.groups.push_back(-1);
+        }
+        reqs.push_back(r);
+    }
+    std::vector<std::vector<float>> sequential;
+    for (const auto& r : reqs) sequential.push_back(run(m, r));
+    for (int round = 0; round < 3; ++round) {
+        std::vector<std::vector<float>> got(reqs.size());
+        std::vector<std::thread> threads;
+        for (size_t t = 0; t < 2; ++t) {
+            threads.emplace_back([&, t] {
+                for (size_t i = t; i < reqs.size(); i += 2) got[i] = run(m, reqs[i]);
+            });
+        }
+        for (auto& th : threads) th.join();
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            ASSERT_EQ(got[i].size(), sequential[i].size());
+            for (size_t k = 0; k < got[i].size(); ++k)
+                ASSERT_EQ(got[i][k], sequential[i][k]) << "request " << i << " value " << k << " round " << round;
+        }
+    }
+    cn_model_free(m);
 }
 
 }  // namespace
