@@ -386,8 +386,8 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         }
         batches.emplace_back(start, i);
     }
-    // What runs as one pass: each batch whole, or (lanes) a large batch of univariate tasks split into one piece per
-    // lane, rows as even as whole tasks allow. A piece keeps its batch's context length L (the reference left-pads a
+    // What runs as one pass: each batch whole, or (lanes) a batch of univariate tasks split into min(rows /
+    // kMinPieceRows, lanes) pieces, rows as even as whole tasks allow. A piece keeps its batch's context length L (the reference left-pads a
     // batch to its longest task) and holds single-row tasks whose passes have no groups (no rollout paths either),
     // so each of its series gets the bits it gets in the whole batch (batch invariance); a batch with groups runs
     // whole, as their attention's sums span the batch. Pieces go to the lanes in turn, whole batches too.
