@@ -3,10 +3,9 @@
 
 #include <cstdint>
 #include <functional>
-
-#include <ATen/core/Generator.h>
 #include <optional>
 
+#include <ATen/core/Generator.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>

@@ -35,7 +35,7 @@ public:
     // of the key: passes queued on different lanes run side by side, each on graphs of its own, captured on a
     // private stream per lane so that they share no ATen workspace). Returns a fresh tensor [B, Q, N * patch].
     at::Tensor run(const at::Tensor& context, const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t num_output_patches,
-                   bool singleton_groups, int lane = 0);
+                   bool singleton_groups, int lane);
 
     // Device bytes the captured graphs keep (their memory pools and static buffers); read without the lock.
     uint64_t pool_bytes() const;

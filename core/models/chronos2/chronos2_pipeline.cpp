@@ -7,7 +7,6 @@
 #include <deque>
 #include <limits>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
