@@ -9,7 +9,8 @@
 //     RoPE in place and SDPA);
 //   - with singleton groups, the group attention's value and output projections as one weight (group_vo);
 //   - linear layers written straight into their output (no per-series stacking copy), ReLU in the GEMM's
-//     epilogue where the GEMM has one (kernels/rows_gemm.h), else in place.
+//     epilogue where the GEMM has one (kernels/rows_gemm.h), else in place;
+//   - the last layer, after its time attention, on the N future tokens alone (the only ones the head reads).
 // Linear layers are batch-invariant (kernels/series_linear.h) and every other kernel reduces per row, so a
 // series' forecast never depends on the rest of the batch (the server's exact merges rely on it). Results differ
 // from forward() by rounding only; docs/benchmarks.md states the tolerance.
@@ -87,22 +88,35 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
         delta = at::Tensor();
         return n;
     };
-    for (const auto& l : w.layers) {
+    for (size_t li = 0; li < w.layers.size(); ++li) {
+        const LayerWeights& l = w.layers[li];
         {
             // time self-attention (RoPE, unscaled)
             const at::Tensor qkv = rows_linear(norm(l.time_norm), l.time_qkv);  // [B, S, 3 I]
-            add_linear(kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H, rope_cs), l.time_o);
+            at::Tensor a = kernels::rope_attention(qkv, prep.time_bias, w.inv_freq, H, rope_cs);
+            if (li + 1 == w.layers.size()) {
+                // Only the N future tokens' last-layer outputs reach the head, and after the time attention (whose
+                // keys and values are every token's) nothing mixes tokens of one series: the rest of the last
+                // layer runs on those N tokens alone. Exact: on CUDA each kept row gets the same arithmetic as
+                // before (rows_gemm and the norms compute every row on its own), so forecasts keep their bits; on
+                // the CPU a series' GEMMs have N rows instead of S, which may round another way in the last bit
+                // (the same for every batch).
+                hidden = hidden.slice(1, S - N).contiguous();
+                a = a.slice(1, S - N);
+            }
+            add_linear(a, l.time_o);
         }
-        {  // group self-attention across the rows of a group, at each time step
+        const int64_t T = hidden.size(1);  // tokens still computed: S, or N in the last layer
+        {                                  // group self-attention across the rows of a group, at each time step
             const at::Tensor n = norm(l.group_norm);
             if (singleton_groups) {
                 add_linear(n, l.group_vo);  // o(v(n)) as one product (LayerWeights::group_vo)
             } else {
-                const at::Tensor qkv = group_linear(n.transpose(0, 1), l.group_qkv).view({S, B, 3, H, dk});
+                const at::Tensor qkv = group_linear(n.transpose(0, 1), l.group_qkv).view({T, B, 3, H, dk});
                 const at::Tensor q = qkv.select(2, 0).permute({0, 2, 1, 3});
                 const at::Tensor k = qkv.select(2, 1).permute({0, 2, 1, 3});
                 const at::Tensor v = qkv.select(2, 2).permute({0, 2, 1, 3});
-                const at::Tensor a = group_attention(q, k, v, group_mask, group_ids);
+                const at::Tensor a = group_attention(q, k, v, group_mask.slice(0, S - T), group_ids);
                 delta = group_linear(layers::merge_heads(a), l.group_o).transpose(0, 1).contiguous();
             }
         }
@@ -114,7 +128,7 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
     const at::Tensor out = norm(w.final_norm);
 
     const int64_t Q = static_cast<int64_t>(cfg.quantiles.size());
-    const at::Tensor head = residual_block(w.output_embed, out.slice(1, S - N));  // [B, N, Q p]
+    const at::Tensor head = residual_block(w.output_embed, out.slice(1, out.size(1) - N));  // [B, N, Q p]
     return kernels::chronos2_postprocess(head, prep.loc, prep.scale, Q, p, cfg.use_arcsinh);
 }
 
