@@ -24,6 +24,7 @@
 #include <cublasLt.h>
 
 #include "core/common/status.h"
+#include "kernels/rows_gemm_mma.h"
 
 namespace cn::kernels {
 namespace {
@@ -108,9 +109,17 @@ struct Descs {
 
 using Key = std::tuple<int, int, int64_t, int64_t, bool, bool, bool>;  // device, dtype, N, K, bias, ReLU, accumulate
 
+// A cuBLASLt configuration, or (own != kCublasLt) rows_gemm's own small-call kernel (kernels/rows_gemm_mma.h) with
+// that accumulate rounding.
+enum class Own {
+    kCublasLt,
+    kMma,
+    kMmaAddOnce
+};
 struct Config {
     cublasLtMatmulAlgo_t algo{};
     size_t workspace = 0;
+    Own own = Own::kCublasLt;
 };
 
 // A row-count tier: calls of [min_rows, max_rows] rows may run another configuration than the base one: a candidate
@@ -158,6 +167,13 @@ Tiers tiers_for(at::ScalarType dt) {
 }
 static_assert(sizeof(kFloatTiers) / sizeof(kFloatTiers[0]) <= kMaxTiers && sizeof(kHalfTiers) / sizeof(kHalfTiers[0]) <= kMaxTiers);
 
+// Whether the small tier may offer rows_gemm's own kernel as a candidate: yes unless CN_ROWS_GEMM_OWN=0 (read when a
+// weight shape is first met; for measuring: any candidate that is used gives the base's bits).
+bool own_kernel_enabled() {
+    const char* e = std::getenv("CN_ROWS_GEMM_OWN");
+    return !(e && std::string(e) == "0");
+}
+
 bool tier_enabled(const TierSpec& spec) {
     const char* e = std::getenv(spec.env);  // read when a weight's configurations are chosen (once per weight shape)
     return !(e && std::string(e) == "0");
@@ -196,6 +212,12 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) + ", custom " +
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)) + ", cluster " +
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+}
+
+std::string describe(const Config& c) {
+    if (c.own == Own::kMma) return "cutenative mma kernel (kernels/rows_gemm_mma.h)";
+    if (c.own == Own::kMmaAddOnce) return "cutenative mma kernel (kernels/rows_gemm_mma.h), accumulate rounded once";
+    return describe(c.algo);
 }
 
 // Whether `algo` runs every row count in `check_rows` within kMaxWorkspace; raises `workspace` to the largest any of
@@ -354,8 +376,24 @@ struct TimingGraph {
 
 // out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
 // counts `c` was checked for, or checked here.
+// The own kernel where it takes the operands (false: run `fallback`, the base configuration, which gives the same bits).
+bool run_own(const Config& c, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep, const at::Tensor& out, cudaStream_t stream) {
+    using rows_gemm_detail::MmaAdd;
+    const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
+    if (!rows_gemm_detail::mma_takes(x.scalar_type(), M, N, K, x.const_data_ptr(), w.const_data_ptr(), out.const_data_ptr())) return false;
+    const MmaAdd add = !ep.accumulate ? MmaAdd::kNone : c.own == Own::kMmaAddOnce ? MmaAdd::kAddOnce : MmaAdd::kAddRounded;
+    rows_gemm_detail::mma_gemm(x.scalar_type(), x.const_data_ptr(), w.const_data_ptr(), ep.bias, out.data_ptr(), M, N, K, ep.relu, add,
+                               stream ? stream : at::cuda::getCurrentCUDAStream().stream());
+    return true;
+}
+
 void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep,
-                const at::Tensor& out) {
+                const at::Tensor& out, const Config* fallback = nullptr) {
+    if (c.own != Own::kCublasLt) {
+        if (run_own(c, x, w, ep, out, nullptr)) return;
+        if (!fallback) fail(Status::kInternal, "rows_gemm: the own kernel does not take these operands");
+        return run_config(*fallback, handle, x, w, ep, out);
+    }
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
     Descs d(x.scalar_type(), N, K, M, K, ep);
     size_t ws = c.workspace;
@@ -377,9 +415,10 @@ void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, c
 float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep,
                   const at::Tensor& out) {
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
+    const bool own = c.own != Own::kCublasLt;
     Descs d(x.scalar_type(), N, K, M, K, ep);
     const at::Tensor workspace =
-        c.workspace > 0 ? at::empty({static_cast<int64_t>(c.workspace)}, x.options().dtype(at::kByte)) : at::Tensor();
+        !own && c.workspace > 0 ? at::empty({static_cast<int64_t>(c.workspace)}, x.options().dtype(at::kByte)) : at::Tensor();
     // rows_gemm's own stream (a capture cannot run on the legacy default stream), ordered after the current one's
     // work; on every exit, its work is waited for before the tensors it uses (allocated on the current stream) are
     // freed.
@@ -393,7 +432,10 @@ float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x,
     ready.record(current);
     ready.block(stream);
     at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);  // timing events, destroyed on every path
-    auto one = [&](cudaStream_t s) { matmul(d, c, handle, x, w, out, workspace, c.workspace, s); };
+    auto one = [&](cudaStream_t s) {
+        if (!own) return matmul(d, c, handle, x, w, out, workspace, c.workspace, s);
+        if (!run_own(c, x, w, ep, out, s)) fail(Status::kInternal, "rows_gemm: the own kernel does not take the probe");
+    };
     start.record(stream);
     for (int i = 0; i < 2; ++i) one(stream.stream());
     stop.record(stream);
@@ -476,10 +518,22 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
                     cands.push_back(h);
                 for (const Config& v : tile_variants(c.base, dt, N, K, ep, handle, tier_rows)) cands.push_back(v);
             }
-            std::vector<std::string> seen{describe(c.base.algo)};
+            // The own small-call kernel (bf16/f16, the small tier): for an accumulating weight with both roundings of
+            // the add, the probe keeping the one (if any) that gives the base's bits.
+            if (dt != at::kFloat && spec.max_rows <= rows_gemm_detail::kMmaMaxRows && own_kernel_enabled() &&
+                rows_gemm_detail::mma_takes(dt, spec.probe_rows, N, K, w.const_data_ptr(), w.const_data_ptr(), w.const_data_ptr())) {
+                Config o;
+                o.own = Own::kMma;
+                cands.push_back(o);
+                if (ep.accumulate) {
+                    o.own = Own::kMmaAddOnce;
+                    cands.push_back(o);
+                }
+            }
+            std::vector<std::string> seen{describe(c.base)};
             std::vector<Config> unique;
             for (const Config& x : cands) {
-                const std::string d = describe(x.algo);
+                const std::string d = describe(x);
                 if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d), unique.push_back(x);
             }
             if (unique.empty()) continue;  // nothing but the base
@@ -513,7 +567,13 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
             for (auto& [cand, ms] : timed) ms = time_config(*cand, handle, x_timed, w, ep, b_timed);
             if (!timed.empty()) base_ms = std::min(base_ms, time_config(c.base, handle, x_timed, w, ep, a_timed));
             float best_ms = base_ms;
+            std::string own_note;  // the own kernel's time, chosen or not (for benchmarks)
             for (const auto& [cand, ms] : timed) {
+                if (cand->own != Own::kCublasLt) {
+                    char b[80];
+                    std::snprintf(b, sizeof(b), ", own kernel %.1f us", ms * 1e3);
+                    own_note = b;
+                }
                 if (ms < best_ms && ms < base_ms * kMargin) {
                     best_ms = ms;
                     c.has_tier[t] = true;
@@ -521,17 +581,18 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
                 }
             }
             const int verified = static_cast<int>(timed.size());
-            char timing[200];
+            char timing[260];
             if (c.has_tier[t]) {
                 std::snprintf(
                     timing, sizeof(timing),
-                    " (the fastest at %lld rows of %d candidates with the base's bits, %d refused: %.1f us against the base's %.1f)",
-                    static_cast<long long>(timed_rows), verified, refused, best_ms * 1e3, base_ms * 1e3);
-                c.description += "; " + rows + describe(c.tier[t].algo) + ", workspace " + std::to_string(c.tier[t].workspace) + timing;
+                    " (the fastest at %lld rows of %d candidates with the base's bits, %d refused: %.1f us against the base's %.1f%s)",
+                    static_cast<long long>(timed_rows), verified, refused, best_ms * 1e3, base_ms * 1e3, own_note.c_str());
+                c.description += "; " + rows + describe(c.tier[t]) + ", workspace " + std::to_string(c.tier[t].workspace) + timing;
             } else {
                 std::snprintf(timing, sizeof(timing),
-                              " (%d candidates with the base's bits, none %.0f %% faster at %lld rows than its %.1f us; %d refused)",
-                              verified, (1.0 - kMargin) * 100.0, static_cast<long long>(timed_rows), base_ms * 1e3, refused);
+                              " (%d candidates with the base's bits, none %.0f %% faster at %lld rows than its %.1f us; %d refused%s)",
+                              verified, (1.0 - kMargin) * 100.0, static_cast<long long>(timed_rows), base_ms * 1e3, refused,
+                              own_note.c_str());
                 c.description += "; " + rows + "the base" + timing;
             }
         } catch (const std::exception& e) {
@@ -576,7 +637,7 @@ void rows_gemm_into(const at::Tensor& x_in, const at::Tensor& w, const at::Tenso
     cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
     const Epilogue ep{bc.defined() ? bc.const_data_ptr() : nullptr, relu, accumulate};
     const Choice& choice = choose(w, ep, handle);
-    run_config(choice.for_rows(M), handle, x, w, ep, out);
+    run_config(choice.for_rows(M), handle, x, w, ep, out, &choice.base);
 }
 
 void check_operands(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {

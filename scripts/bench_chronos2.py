@@ -72,6 +72,7 @@ import tempfile
 import time
 import traceback
 
+import numpy as np
 import torch  # before the library: libcutenative then binds to this process's LibTorch (same allocator)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
@@ -111,6 +112,9 @@ def main(argv=None):
                     % SWEEP_MAX_CALL_S)
     ap.add_argument("--threads", type=int, default=0,
                     help="intra-op threads (torch.set_num_threads and cn_model_params.n_threads); 0: leave as is")
+    ap.add_argument("--dump-outputs", default="",
+                    help="directory: each row's outputs of each workload saved as <row>_<workload>.npy (the first "
+                         "timed run), to compare two libraries bit for bit")
     ap.add_argument("--checkpoint", help="directory for the checkpoint (kept; reused if it has config.json)")
     ap.add_argument("--profile", default="", help="row key to profile on the first workload (torch.profiler, CUDA "
                     "kernels by GPU time) after the timings; appended to the report")
@@ -296,6 +300,9 @@ def main(argv=None):
                         last_sweep = (wl.sweep_b, min(times))
                     mem = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None
                     results[(rk, wl.key)] = dict(ms=med * 1e3, times=times, out=out, mem=mem)
+                    if args.dump_outputs:
+                        os.makedirs(args.dump_outputs, exist_ok=True)
+                        np.save(os.path.join(args.dump_outputs, "%s_%s.npy" % (rk, wl.key)), np.asarray(out))
                     log("  %-60s %10.3f ms (min %.3f, max %.3f, n=%d)%s"
                         % (wl.title[:60], med * 1e3, min(times) * 1e3, max(times) * 1e3, n,
                            "" if mem is None else ", peak %.0f MB" % mem))

@@ -150,10 +150,21 @@ if [[ "$stages" == *" ab "* ]]; then
                 lib="$build/libcutenative.so"; [[ $side == base ]] && lib="$base_src/build-gpu/libcutenative.so"
                 rows=cn-fused-bf16; [[ $pass == 2 ]] && rows=cn-fused-bf16,cn-fused-f32
                 python3 "$root/scripts/bench_chronos2.py" --lib "$lib" --checkpoint "$ck" --workloads s --rows $rows \
-                    --out "$out/ab_${side}_$pass.md" >"$out/ab_${side}_$pass.log" 2>&1 || rc=1
+                    --dump-outputs "$out/ab_dump_${side}_$pass" --out "$out/ab_${side}_$pass.md" >"$out/ab_${side}_$pass.log" 2>&1 || rc=1
                 echo "ab $side, pass $pass:"; sed -n '/^| B | runs/,/^$/p' "$out/ab_${side}_$pass.md"
             done
         done
+        # The two libraries' outputs, bit for bit (pass 2: fused bf16 and f32 at every B).
+        python3 - "$out/ab_dump_base_2" "$out/ab_dump_new_2" <<'PY' || rc=1
+import os, sys
+import numpy as np
+a, b = sys.argv[1], sys.argv[2]
+for f in sorted(os.listdir(b)):
+    x, y = np.load(os.path.join(a, f)), np.load(os.path.join(b, f))
+    same = x.shape == y.shape and np.array_equal(x.view(np.uint32), y.view(np.uint32))
+    n = 0 if same or x.shape != y.shape else int((x.view(np.uint32) != y.view(np.uint32)).sum())
+    print("ab outputs %-24s %s" % (f[:-4], "bit-identical" if same else "DIFFER (%d of %d values)" % (n, x.size)))
+PY
     else
         echo "ab: the baseline did not build"; tail -20 "$out/ab_build.log" 2>/dev/null; rc=1
     fi
