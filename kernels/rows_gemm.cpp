@@ -374,9 +374,7 @@ struct TimingGraph {
     TimingGraph& operator=(const TimingGraph&) = delete;
 };
 
-// out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
-// counts `c` was checked for, or checked here.
-// The own kernel where it takes the operands (false: run `fallback`, the base configuration, which gives the same bits).
+// The own kernel, on `stream` (null: the current one), where it takes the operands; false where it does not.
 bool run_own(const Config& c, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep, const at::Tensor& out, cudaStream_t stream) {
     using rows_gemm_detail::MmaAdd;
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
@@ -387,6 +385,9 @@ bool run_own(const Config& c, const at::Tensor& x, const at::Tensor& w, const Ep
     return true;
 }
 
+// out [M, N] = x [M, K] (row-major, 16-byte-aligned rows) W^T (+ b, ReLU) with configuration `c`; M within the row
+// counts `c` was checked for, or checked here. An own-kernel configuration whose kernel does not take the operands
+// runs `fallback` instead (the base configuration: the same bits).
 void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep,
                 const at::Tensor& out, const Config* fallback = nullptr) {
     if (c.own != Own::kCublasLt) {
