@@ -162,8 +162,13 @@ a, b = sys.argv[1], sys.argv[2]
 for f in sorted(os.listdir(b)):
     x, y = np.load(os.path.join(a, f)), np.load(os.path.join(b, f))
     same = x.shape == y.shape and np.array_equal(x.view(np.uint32), y.view(np.uint32))
-    n = 0 if same or x.shape != y.shape else int((x.view(np.uint32) != y.view(np.uint32)).sum())
-    print("ab outputs %-24s %s" % (f[:-4], "bit-identical" if same else "DIFFER (%d of %d values)" % (n, x.size)))
+    if same:
+        verdict = "bit-identical"
+    elif x.shape != y.shape:
+        verdict = "DIFFER (shapes %s and %s)" % (x.shape, y.shape)
+    else:
+        verdict = "DIFFER (%d of %d values)" % (int((x.view(np.uint32) != y.view(np.uint32)).sum()), x.size)
+    print("ab outputs %-24s %s" % (f[:-4], verdict))
 PY
     else
         echo "ab: the baseline did not build"; tail -20 "$out/ab_build.log" 2>/dev/null; rc=1

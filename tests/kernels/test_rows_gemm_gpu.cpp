@@ -127,8 +127,8 @@ TEST(RowsGemmGpu, AccumulateIsBatchInvariantAndMatchesTheSeparateAdd) {
 #endif
 }
 
-// rows_gemm's own small-call kernel (kernels/rows_gemm_mma.h) called directly: every row count from 1 to 80 (one to
-// five tiles of 16 rows, partial tiles), N not a multiple of 16, K of one mma step and of 192; with bias, ReLU and both
+// rows_gemm's own small-call kernel (kernels/rows_gemm_mma.h) called directly: calls of 1, 7, 16, 17, 34, 68 and 80 rows
+// (one to five tiles of 16 rows, partial tiles), N not a multiple of 16, K of one mma step and of 192; with bias, ReLU and both
 // accumulate roundings. Each row bit-identical whatever the call's row count (by construction: nothing is shared
 // between rows), close to fp64, and the rounded accumulate equal to the separate add. Whether its bits equal the
 // cuBLASLt base configuration's (the condition for rows_gemm to use it) is printed, not asserted: rows_gemm checks it
