@@ -11,6 +11,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "kernels/cuda_util.cuh"
+#include "kernels/mma.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/rope.h"
 
@@ -20,44 +21,17 @@ void check_rope_attention(const at::Tensor& qkv, const at::Tensor& bias, const a
 
 namespace {
 
+using cuda::cp_async16;
+using cuda::cp_async_wait_all;
 using cuda::from_f;
+using cuda::mma16816;
+using cuda::pack2;
 using cuda::rope_rotate;
 using cuda::round_to;
 using cuda::to_f;
 using rope_attention_detail::kWarps;
 
-// c += a b for one m16n8k16 tile: a 16x16 (row-major fragment, 4 registers of two T), b 16x8 (2 registers), c 16x8
-// fp32 (PTX ISA's fragment layouts: lane = 4 g + t holds rows g and g + 8, columns 2 t and 2 t + 1 of c).
-template <class T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
-// Two values rounded to T, packed as one register (the first in the low half).
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float first, float second) {
-    const T v[2] = {from_f<T>(first), from_f<T>(second)};
-    uint32_t r;
-    memcpy(&r, v, sizeof(r));
-    return r;
-}
-
 __device__ __forceinline__ uint32_t ld32(const void* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-// 16 bytes global -> shared without a register round trip (cp.async; completed by cp_async_wait_all).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // Four 8x8 matrices of 16-bit values, transposed: lanes 8 i .. 8 i + 7 give the row addresses of matrix i, and
 // register i receives matrix i's column pairs in the mma B fragment's layout.

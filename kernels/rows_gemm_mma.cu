@@ -5,46 +5,24 @@
 #include "kernels/rows_gemm_mma.h"
 
 #include <string>
-#include <type_traits>
 
 #include "kernels/cuda_util.cuh"
+#include "kernels/mma.cuh"
 
 namespace cn::kernels::rows_gemm_detail {
 namespace {
 
+using cuda::cp_async16;
 using cuda::from_f;
+using cuda::mma16816;
+using cuda::pack2;
 using cuda::to_f;
 
 constexpr int kWarps = 2;          // warps per block; each owns 8 columns
 constexpr int kCols = 8 * kWarps;  // columns per block
 constexpr int kPadBytes = 16;      // per weight row in shared memory: rows 8 apart start 4 banks apart
 
-template <class T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
 __device__ __forceinline__ uint32_t ld_x(const uint32_t* p, bool in) { return in ? __ldg(p) : 0u; }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-    const T l = from_f<T>(lo), h = from_f<T>(hi);
-    const uint16_t a = *reinterpret_cast<const uint16_t*>(&l), b = *reinterpret_cast<const uint16_t*>(&h);
-    return static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
-}
 
 // MT tiles of 16 rows; AHEAD mma steps of x in flight per warp.
 template <class T, int MT, int AHEAD, bool BIAS, bool RELU, MmaAdd ADD>
@@ -133,11 +111,7 @@ __global__ void __launch_bounds__(kWarps * 32) mma_rows_kernel(const T* __restri
             if constexpr (ADD != MmaAdd::kNone) {
                 const uint32_t prev = *o;
                 const T p0 = *reinterpret_cast<const T*>(&prev), p1 = *(reinterpret_cast<const T*>(&prev) + 1);
-                if constexpr (ADD == MmaAdd::kAddRounded) {
-                    v0 = to_f(from_f<T>(v0)) + to_f(p0), v1 = to_f(from_f<T>(v1)) + to_f(p1);
-                } else {
-                    v0 += to_f(p0), v1 += to_f(p1);
-                }
+                v0 = to_f(from_f<T>(v0)) + to_f(p0), v1 = to_f(from_f<T>(v1)) + to_f(p1);
             }
             *o = pack2<T>(v0, v1);
         }
@@ -162,7 +136,6 @@ template <class T, int MT>
 void dispatch_epilogue(const void* x, const void* w, const void* bias, void* out, int M, int N, int K, bool relu, MmaAdd add,
                        cudaStream_t s) {
     if (add == MmaAdd::kAddRounded) return launch<T, MT, false, false, MmaAdd::kAddRounded>(x, w, bias, out, M, N, K, s);
-    if (add == MmaAdd::kAddOnce) return launch<T, MT, false, false, MmaAdd::kAddOnce>(x, w, bias, out, M, N, K, s);
     if (bias) {
         return relu ? launch<T, MT, true, true, MmaAdd::kNone>(x, w, bias, out, M, N, K, s)
                     : launch<T, MT, true, false, MmaAdd::kNone>(x, w, bias, out, M, N, K, s);

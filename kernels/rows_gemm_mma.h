@@ -5,15 +5,14 @@
 // only a candidate: rows_gemm uses it for a weight when its outputs are bit-identical to the base configuration's on
 // the probe (the condition every candidate meets) and it is faster there (kernels/rows_gemm.h).
 // Measured on the H100 (docs/benchmarks.md, #19 seventh step): its bits equal cuBLASLt's sm90 kernels' for every
-// Chronos-2 shape, bf16 and f16, with kAddRounded.
+// Chronos-2 shape, bf16 and f16, with every epilogue.
 // Layout: a block of two warps owns 16 output columns for every row (ceil(M / 16) tiles of 16 rows, rows past M read
 // as zero). Its weight rows go to shared memory before the programmatic-dependent-launch wait (kernels/cuda_util.cuh),
 // so they load while the previous kernel finishes; x's fragments are read from global memory (L2) straight into
 // registers, 4-8 mma steps ahead.
-// Epilogue, as cuBLASLt's: + bias [N] in fp32, ReLU, one rounding to T; accumulate (out += x W^T): kAddRounded rounds
-// the product to T and adds out's value in fp32, rounded again (the H100's cuBLASLt measured so, kernels/rows_gemm.h),
-// kAddOnce adds out's value to the fp32 product before the one rounding (both are offered; the probe keeps the one
-// that gives the base's bits).
+// Epilogue, as cuBLASLt's: + bias [N] in fp32, ReLU, one rounding to T; accumulate (out += x W^T, kAddRounded): the
+// product rounded to T, out's value added in fp32, rounded again (what the H100's cuBLASLt does, kernels/rows_gemm.h;
+// adding to the unrounded product instead gave 29 % of values other bits, docs/benchmarks.md).
 #pragma once
 
 #include <cstdint>
@@ -28,13 +27,11 @@ constexpr int64_t kMmaMaxRows = 80;  // five tiles of 16 rows (rows_gemm's small
 
 enum class MmaAdd {
     kNone,
-    kAddRounded,
-    kAddOnce
+    kAddRounded
 };
 
 // Whether the kernel takes these operands: bf16 or f16, 1 <= M <= kMmaMaxRows, N a multiple of 8, K a multiple of 16 up
-// to 6144,
-// x, w, out 16-byte aligned (rows_gemm's x and out are contiguous and aligned; w contiguous).
+// to 6144, x, w and out 16-byte aligned (rows_gemm's x and out are contiguous and aligned; w contiguous).
 bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, const void* x, const void* w, const void* out);
 
 // x [M, K] row-major, w [N, K] row-major, bias [N] or nullptr, out [M, N] row-major (read first when add != kNone);
