@@ -52,6 +52,7 @@ template <class T>
 void preprocess_rows(const at::Tensor& context, const at::Tensor& future, const Chronos2PrepParams& prm, Chronos2Prep& o) {
     const int64_t B = context.size(0), L = context.size(1), p = prm.patch, N = prm.output_patches;
     const int64_t P = o.context_patches, S = P + 1 + N, F = future.defined() ? future.size(1) : 0;
+    const int64_t reg = prm.reg_slot ? 1 : 0;
     const float* ctx = context.const_data_ptr<float>();
     const float* fut = future.defined() ? future.const_data_ptr<float>() : nullptr;
     T* feats = o.feats.data_ptr<T>();
@@ -72,8 +73,9 @@ void preprocess_rows(const at::Tensor& context, const at::Tensor& future, const 
                 if (prm.arcsinh) z = std::asinh(z);
                 return round_to<T>(z);
             };
-            T* fb = feats + b * (P + N) * 3 * p;
+            T* fb = feats + b * (P + reg + N) * 3 * p;
             const int64_t pad = P * p - L;
+            std::fill_n(fb + P * 3 * p, reg * 3 * p, static_cast<T>(0.f));
             for (int64_t t = 0; t < P; ++t) {
                 bool any = false;
                 for (int64_t k = 0; k < p; ++k) {
@@ -98,7 +100,7 @@ void preprocess_rows(const at::Tensor& context, const at::Tensor& future, const 
                     const int64_t j = t * p + k;
                     const float v = (fut && j < F) ? fut[b * F + j] : std::numeric_limits<float>::quiet_NaN();
                     const bool seen = !std::isnan(v);
-                    T* f = fb + (P + t) * 3 * p;
+                    T* f = fb + (P + reg + t) * 3 * p;
                     f[k] = static_cast<T>(static_cast<float>(j) / ts);
                     f[p + k] = static_cast<T>(seen ? norm(v) : 0.f);
                     f[2 * p + k] = static_cast<T>(seen ? 1.f : 0.f);
@@ -153,7 +155,7 @@ Chronos2Prep allocate(const at::Tensor& context, const at::Tensor& future, const
     const int64_t B = context.size(0), P = (context.size(1) + p.patch - 1) / p.patch, N = p.output_patches;
     o.context_patches = P;
     const auto dt = context.options().dtype(p.dtype);
-    o.feats = at::empty({B, P + N, 3 * p.patch}, dt);
+    o.feats = at::empty({B, P + (p.reg_slot ? 1 : 0) + N, 3 * p.patch}, dt);
     o.valid = at::empty({B, P + 1 + N}, dt);
     o.time_bias = at::empty({B, P + 1 + N}, dt);
     o.loc = at::empty({B}, context.options());

@@ -59,7 +59,7 @@ __global__ void instance_stats_kernel(const float* __restrict__ ctx, int64_t B, 
 
 template <class T>
 __global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __restrict__ fut, int64_t L, int64_t F, int64_t P, int64_t N,
-                                  int64_t p, float inv_ts, bool arcsinh, float eps, float minv, T* __restrict__ feats,
+                                  int64_t p, int64_t reg, float inv_ts, bool arcsinh, float eps, float minv, T* __restrict__ feats,
                                   T* __restrict__ valid, T* __restrict__ bias, float* __restrict__ locp, float* __restrict__ scalep) {
     const int64_t b = blockIdx.x;
     const float* x = ctx + b * L;
@@ -77,8 +77,9 @@ __global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __
     __syncthreads();
     const float loc = stats[0], scale = stats[1];
     const int64_t S = P + 1 + N, pad = P * p - L;
-    T* fb = feats + b * (P + N) * 3 * p;
-    // Context tokens, then future tokens: one (token, k) element per iteration.
+    T* fb = feats + b * (P + reg + N) * 3 * p;
+    for (int64_t e = threadIdx.x; e < reg * 3 * p; e += blockDim.x) fb[P * 3 * p + e] = from_f<T>(0.f);  // the REG slot
+    // Context tokens, then future tokens (after the REG slot): one (token, k) element per iteration.
     for (int64_t e = threadIdx.x; e < (P + N) * p; e += blockDim.x) {
         const int64_t t = e / p, k = e % p;
         float v, time;
@@ -97,7 +98,7 @@ __global__ void preprocess_kernel(const float* __restrict__ ctx, const float* __
             z = (v - loc) / scale;
             if (arcsinh) z = asinhf(z);
         }
-        T* f = fb + t * 3 * p;
+        T* f = fb + (t < P ? t : t + reg) * 3 * p;
         f[k] = from_f<T>(time);
         f[p + k] = from_f<T>(z);
         f[2 * p + k] = from_f<T>(seen ? 1.f : 0.f);
@@ -159,7 +160,7 @@ void chronos2_preprocess_cuda(const at::Tensor& context, const at::Tensor& futur
     CN_DISPATCH_FLOAT_TYPES(p.dtype, "chronos2_preprocess", [&] {
         preprocess_kernel<scalar_t><<<static_cast<unsigned>(B), 256, 0, stream>>>(
             context.const_data_ptr<float>(), future.defined() ? future.const_data_ptr<float>() : nullptr, context.size(1),
-            future.defined() ? future.size(1) : 0, o.context_patches, p.output_patches, p.patch, inv_ts, p.arcsinh,
+            future.defined() ? future.size(1) : 0, o.context_patches, p.output_patches, p.patch, p.reg_slot ? 1 : 0, inv_ts, p.arcsinh,
             static_cast<float>(p.eps), lowest<scalar_t>(), reinterpret_cast<scalar_t*>(o.feats.data_ptr()),
             reinterpret_cast<scalar_t*>(o.valid.data_ptr()), reinterpret_cast<scalar_t*>(o.time_bias.data_ptr()), o.loc.data_ptr<float>(),
             o.scale.data_ptr<float>());

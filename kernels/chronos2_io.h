@@ -10,7 +10,8 @@
 //   position j, value = z or 0 where missing, mask = 1 or 0. Future covariates [B, F] (optional) are
 //   transformed with the same loc/scale into N future tokens: time = j / time_scale (j = 0..N p - 1),
 //   value = z or 0, mask = 1 where known (positions past F are unknown).
-//   Outputs: feats [B, P + N, 3p] (context tokens, then future tokens), valid [B, P + 1 + N] (1 for a
+//   Outputs: feats [B, P + N, 3p] (context tokens, then future tokens; with reg_slot [B, P + 1 + N, 3p], a row of
+//   zeros at P where the REG token goes, so the embedding's output is the hidden state's layout), valid [B, P + 1 + N] (1 for a
 //   patch with any observed value, for the REG token and for every future token; else 0), time_bias
 //   [B, P + 1 + N] (0 where valid, the dtype's lowest value elsewhere: the additive attention mask),
 //   loc and scale [B] fp32.
@@ -43,7 +44,8 @@ struct Chronos2PrepParams {
     int64_t output_patches = 0;  // N
     double time_scale = 1.0;     // time_encoding_scale
     bool arcsinh = true;
-    double eps = 1e-5;  // replaces an exactly zero scale
+    double eps = 1e-5;      // replaces an exactly zero scale
+    bool reg_slot = false;  // feats gets a zero row at P for the REG token
     c10::ScalarType dtype = c10::kFloat;
 };
 

@@ -104,6 +104,41 @@ TEST_F(Fixture, ValueChecksCoverEveryPositionOfLongSeries) {
     }
 }
 
+// Values are checked batch by batch, just before each batch is prepared: a bad value in the second batch (the
+// reference's 256 rows per batch) fails the call with the same status and message after the first batch ran, and
+// the model answers the next request as before.
+TEST_F(Fixture, ABadValueInALaterBatchFailsTheCallAndLosesNothing) {
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+    for (size_t i = 0; i < 300; ++i) add(series(24, 0.1f * static_cast<float>(i)));
+    std::vector<float> want;
+    ASSERT_EQ(run(&want), CN_STATUS_OK) << msg();
+    for (const char* what : {"inf", "nan"}) {
+        cn_forecast_request_free(req);
+        ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+        ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+        for (size_t i = 0; i < 300; ++i) {
+            auto v = series(24, 0.1f * static_cast<float>(i));
+            if (i == 290) {
+                if (std::string(what) == "inf")
+                    v[5] = -kInf;
+                else
+                    v.assign(24, kNaN);
+            }
+            add(v);
+        }
+        EXPECT_EQ(run(), CN_STATUS_INVALID_ARGUMENT) << what;
+        EXPECT_EQ(msg(), std::string(what) == "inf" ? "series[290]: value 5 is infinite" : "series[290]: every value is NaN (missing)");
+    }
+    cn_forecast_request_free(req);
+    ASSERT_EQ(cn_forecast_request_create(&req, err), CN_STATUS_OK);
+    ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);
+    for (size_t i = 0; i < 300; ++i) add(series(24, 0.1f * static_cast<float>(i)));
+    std::vector<float> again;
+    ASSERT_EQ(run(&again), CN_STATUS_OK) << msg();
+    ASSERT_EQ(again.size(), want.size());
+    EXPECT_EQ(std::memcmp(again.data(), want.data(), want.size() * sizeof(float)), 0);
+}
+
 TEST_F(Fixture, AllNaNSeries) {
     add(std::vector<float>(20, kNaN));
     ASSERT_EQ(cn_forecast_request_set_horizon(req, 4, err), CN_STATUS_OK);

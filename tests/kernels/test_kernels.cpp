@@ -22,6 +22,7 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <nlohmann/json.hpp>
 
@@ -155,6 +156,16 @@ TEST(Chronos2PreprocessCpu, MatchesFp64Reference) {
                     expect_close(got.feats, want.feats, rtol(dt), 1e-5, what + " feats");
                     EXPECT_TRUE(at::equal(got.valid.to(at::kDouble), want.valid)) << what;
                     EXPECT_TRUE(at::equal(got.time_bias.to(at::kDouble), want.time_bias)) << what;
+                    // With the REG slot: the same features around a row of zeros at P.
+                    cn::kernels::Chronos2PrepParams pr = p;
+                    pr.reg_slot = true;
+                    const auto slot = cn::kernels::chronos2_preprocess_cpu(ctx, fut, pr);
+                    const int64_t P = got.context_patches;
+                    ASSERT_EQ(slot.feats.size(1), got.feats.size(1) + 1) << what;
+                    EXPECT_TRUE(at::equal(slot.feats.slice(1, 0, P), got.feats.slice(1, 0, P))) << what;
+                    EXPECT_TRUE(at::equal(slot.feats.select(1, P), at::zeros_like(got.feats.select(1, 0)))) << what;
+                    EXPECT_TRUE(at::equal(slot.feats.slice(1, P + 1), got.feats.slice(1, P))) << what;
+                    EXPECT_TRUE(at::equal(slot.valid, got.valid) && at::equal(slot.time_bias, got.time_bias)) << what;
                 }
             }
         }

@@ -13,6 +13,7 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/pow.h>
+#include <ATen/ops/zeros_like.h>
 
 #include "core/common/status.h"
 #include "kernels/chronos2_io.h"
@@ -203,6 +204,15 @@ TEST(Chronos2PreprocessGpu, MatchesFp64Reference) {
                                                                   fut.defined() ? fut.slice(0, 3, 4).contiguous() : fut, p);
                 EXPECT_TRUE(at::equal(one.feats, got.feats.slice(0, 3, 4))) << what;
                 EXPECT_TRUE(at::equal(one.scale, got.scale.slice(0, 3, 4))) << what;
+                // With the REG slot: the same features around a row of zeros at P.
+                cn::kernels::Chronos2PrepParams pr = p;
+                pr.reg_slot = true;
+                const auto slot = cn::kernels::chronos2_preprocess(ctx, fut, pr);
+                ASSERT_EQ(slot.feats.size(1), P + 4) << what;
+                EXPECT_TRUE(at::equal(slot.feats.slice(1, 0, P), got.feats.slice(1, 0, P))) << what;
+                EXPECT_TRUE(at::equal(slot.feats.select(1, P), at::zeros_like(got.feats.select(1, 0)))) << what;
+                EXPECT_TRUE(at::equal(slot.feats.slice(1, P + 1), got.feats.slice(1, P))) << what;
+                EXPECT_TRUE(at::equal(slot.valid, got.valid) && at::equal(slot.time_bias, got.time_bias)) << what;
             }
         }
     }

@@ -1,6 +1,7 @@
 // Chronos-2's forward pass on cutenative's kernels (fused mode): the same network as forward() with
-//   - one pass per series for the input transform (instance norm, arcsinh, patching, masks) and one for
-//     the output transform (rearrange, sinh, un-scaling), kernels/chronos2_io.h;
+//   - one pass per series for the input transform (instance norm, arcsinh, patching, masks; the token features
+//     with the REG token's slot, so the input embedding writes the hidden state's layout) and one for the output
+//     transform (rearrange, sinh, un-scaling), kernels/chronos2_io.h;
 //   - the residual adds in the epilogue of the output projections' GEMMs (kernels/series_linear.h,
 //     series_linear_accumulate; the same bits as a separate add: in f32 by construction, in bf16 as measured on the
 //     H100), except the group attention's with groups, fused with the RMS norm after it (kernels/rms_norm.h);
@@ -16,7 +17,6 @@
 // from forward() by rounding only; docs/benchmarks.md states the tolerance.
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 
 #include "core/layers/attention.h"
@@ -49,7 +49,7 @@ at::Tensor residual_block(const ResidualBlockWeights& w, const at::Tensor& x) {
 
 at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c10::ScalarType dt, const at::Tensor& context_in,
                          const at::Tensor& group_ids, const at::Tensor& future_covariates, int64_t N, bool singleton_groups) {
-    const int64_t p = cfg.patch_size, H = cfg.num_heads, dk = cfg.d_kv, D = cfg.d_model;
+    const int64_t p = cfg.patch_size, H = cfg.num_heads, dk = cfg.d_kv;
     at::Tensor context = context_in;
     if (context.size(1) > cfg.context_length) context = context.slice(1, context.size(1) - cfg.context_length);
     const int64_t B = context.size(0);
@@ -60,14 +60,15 @@ at::Tensor forward_fused(const Chronos2Config& cfg, const Chronos2Weights& w, c1
     prm.time_scale = cfg.time_encoding_scale;
     prm.arcsinh = cfg.use_arcsinh;
     prm.dtype = dt;
+    prm.reg_slot = true;
     const kernels::Chronos2Prep prep = kernels::chronos2_preprocess(
         context.contiguous(), future_covariates.defined() ? future_covariates.contiguous() : at::Tensor(), prm);
     const int64_t P = prep.context_patches, S = P + 1 + N;
 
-    // Token embeddings of context and future patches in one pass, then the REG token between them.
-    const at::Tensor emb = residual_block(w.input_embed, prep.feats);  // [B, P + N, D]
-    const at::Tensor reg = w.shared.select(0, 1).view({1, 1, D}).expand({B, 1, D});
-    at::Tensor hidden = at::cat({emb.slice(1, 0, P), reg, emb.slice(1, P)}, 1);  // [B, S, D]
+    // Token embeddings of context and future patches in one pass, written around the REG token's slot (feats has a
+    // row of zeros there), which then gets the REG embedding: no concatenation.
+    at::Tensor hidden = residual_block(w.input_embed, prep.feats);  // [B, S, D]
+    hidden.select(1, P).copy_(w.shared.select(0, 1));
 
     at::Tensor group_mask;
     if (!singleton_groups) {

@@ -121,14 +121,23 @@ size_t first_inf(const std::vector<float>& v) {
     return static_cast<size_t>(std::find_if(v.begin(), v.end(), [](float x) { return std::isinf(x); }) - v.begin());
 }
 
-// Value checks; the structural ones (series present, horizon in range) are forecast_shape's.
+// A series' values: no infinity, at least one number. Run on each piece's series just before the piece is prepared
+// (forecast() below), so the device starts on the first piece while the host scans the rest: a request with a bad
+// value fails with the same status and message, after the pieces before it ran (what `out` holds then is
+// unspecified, as after a cancellation).
+void check_series_values(const ForecastRequest& req, size_t i) {
+    const auto& v = req.series[i].values;
+    const ValueScan scan = scan_values(v);
+    if (scan.inf) invalid("series[" + std::to_string(i) + "]: value " + std::to_string(first_inf(v)) + " is infinite");
+    if (!scan.number) invalid("series[" + std::to_string(i) + "]: every value is NaN (missing)");
+}
+
+// The checks before anything runs: empty series, covariates (which make_tasks needs in range) and quantile levels.
+// The structural ones (series present, horizon in range) are forecast_shape's, the series' values
+// check_series_values'.
 void validate(const ForecastRequest& req) {
     for (size_t i = 0; i < req.series.size(); ++i) {
-        const auto& v = req.series[i].values;
-        if (v.empty()) invalid("series[" + std::to_string(i) + "]: empty");
-        const ValueScan scan = scan_values(v);
-        if (scan.inf) invalid("series[" + std::to_string(i) + "]: value " + std::to_string(first_inf(v)) + " is infinite");
-        if (!scan.number) invalid("series[" + std::to_string(i) + "]: every value is NaN (missing)");
+        if (req.series[i].values.empty()) invalid("series[" + std::to_string(i) + "]: empty");
     }
     for (size_t c = 0; c < req.covariates.size(); ++c) {
         const auto& cov = req.covariates[c];
@@ -246,12 +255,12 @@ at::Tensor predict_batch(const Chronos2Config& cfg, const Chronos2Weights& w, co
         return (opt.fused ? forward_fused : forward)(cfg, w, opt.dtype, on_device(ctx), on_device(gid), on_device(f), N, singleton);
     };
 
-    std::vector<at::Tensor> preds;
     int64_t remaining = H;
     at::Tensor pred = step(context, group_ids, future, n_patches(remaining));
-    preds.push_back(pred);
+    if (pred.size(-1) >= H) return pred.slice(-1, 0, H).contiguous();  // one step: no concatenation (a device copy)
+    std::vector<at::Tensor> preds{pred};
     remaining -= pred.size(-1);
-    if (remaining > 0) {
+    {
         // Long horizon: expand every row into paths that follow the unrolled quantile levels.
         std::vector<float> model_q(cfg.quantiles.begin(), cfg.quantiles.end());
         for (float u : kUnrolledQuantiles) {
@@ -498,6 +507,12 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
     if (in_lanes > 1) opt.lanes->follow_current();
     for (size_t k = 0; k < pieces.size(); ++k) {
         run.check();
+        {
+            RECORD_FUNCTION("cn::chronos2::check_values", c10::ArrayRef<const c10::IValue>{});
+            for (size_t t = pieces[k].begin; t < pieces[k].end; ++t) {
+                for (size_t s : tasks[t].targets) check_series_values(req, s);
+            }
+        }
         const HostBatch hb = prepare_batch(pieces[k]);
         {
             // Graphs are keyed by lane, -1 for the caller's stream: each graph is replayed on one stream only.
