@@ -40,7 +40,9 @@ const std::vector<float> kUnrolledQuantiles = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6
 constexpr int64_t kMaxGroupMask = int64_t{1} << 28;
 
 // The fewest rows a piece of a batch split over lanes may have: on the H100, fused bf16 at B = 256 (two pieces of
-// 128 series) gained ~10 %, at B = 64 (two of 32) it lost (docs/benchmarks.md, #19 sixth step).
+// 128 series) gained ~10 %, at B = 64 (two of 32) it lost (docs/benchmarks.md, #19 sixth step). Only a call of fewer
+// batches than lanes splits them: with as many batches as lanes, whole batches run faster (B = 1024, four batches of
+// 256 series: 14.0 ms against 14.7-14.9 in eight pieces of 128; #19 eighth step).
 constexpr int64_t kMinPieceRows = 128;
 
 [[noreturn]] void invalid(const std::string& msg) { fail(Status::kInvalidArgument, msg); }
@@ -394,16 +396,18 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
         }
         batches.emplace_back(start, i);
     }
-    // What runs as one pass: each batch whole, or (lanes) a batch of univariate tasks split into min(rows /
-    // kMinPieceRows, lanes) pieces, rows as even as whole tasks allow. A piece keeps its batch's context length L (the reference left-pads a
-    // batch to its longest task) and holds single-row tasks whose passes have no groups (no rollout paths either),
-    // so each of its series gets the bits it gets in the whole batch (batch invariance); a batch with groups runs
-    // whole, as their attention's sums span the batch. Pieces go to the lanes in turn, whole batches too.
+    // What runs as one pass: each batch whole, or (lanes, and a call of fewer batches than lanes) a batch of
+    // univariate tasks split into min(rows / kMinPieceRows, lanes) pieces, rows as even as whole tasks allow. A piece
+    // keeps its batch's context length L (the reference left-pads a batch to its longest task) and holds single-row
+    // tasks whose passes have no groups (no rollout paths either), so each of its series gets the bits it gets in the
+    // whole batch (batch invariance); a batch with groups runs whole, as their attention's sums span the batch.
+    // Pieces go to the lanes in turn, whole batches too.
     struct Piece {
         size_t begin, end;
         int64_t L;
     };
     const int n_lanes = opt.graphs && opt.lanes && opt.lanes->size() > 1 ? opt.lanes->size() : 1;
+    const bool split = static_cast<int64_t>(batches.size()) < n_lanes;
     std::vector<Piece> pieces;
     for (const auto& [begin, end] : batches) {
         int64_t L = 0, rows = 0;
@@ -413,7 +417,7 @@ void forecast(const Chronos2Config& cfg, const Chronos2Weights& w, const Pipelin
             rows += tasks[t].rows();
             single_rows = single_rows && tasks[t].rows() == 1;
         }
-        const int64_t parts = single_rows ? std::clamp<int64_t>(rows / kMinPieceRows, 1, n_lanes) : 1;
+        const int64_t parts = split && single_rows ? std::clamp<int64_t>(rows / kMinPieceRows, 1, n_lanes) : 1;
         size_t start = begin;
         int64_t done = 0;
         for (int64_t part = 1; part < parts; ++part) {

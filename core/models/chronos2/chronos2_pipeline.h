@@ -29,10 +29,10 @@ struct PipelineOptions {
     int64_t max_horizon = 0;
     bool fused = false;            // fused mode: forward_fused (cutenative's kernels) instead of forward
     GraphCache* graphs = nullptr;  // graph and fused modes on CUDA: forward passes replay captured CUDA graphs
-    // With graphs: two or more streams on which batches run side by side, queued on the lanes in turn. A batch of
-    // single-row tasks without a rollout is split into min(rows / 128, lanes) pieces (whole tasks, every piece
-    // keeping the batch's context length, so each series sees exactly what it would in the whole batch); a call of
-    // one piece stays on the caller's stream. Null: one stream, whole batches.
+    // With graphs: two or more streams on which batches run side by side, queued on the lanes in turn. In a call of
+    // fewer batches than lanes, a batch of single-row tasks without a rollout is split into min(rows / 128, lanes)
+    // pieces (whole tasks, every piece keeping the batch's context length, so each series sees exactly what it would
+    // in the whole batch); a call of one piece stays on the caller's stream. Null: one stream, whole batches.
     const StreamLanes* lanes = nullptr;
 };
 

@@ -44,15 +44,19 @@ std::vector<Req> requests() {
     out.push_back(group);
     Req cov{{wave(60, 0.5f, 20.0f)}, {-1}, 10, true};
     out.push_back(cov);
-    // Lengths that differ within one batch: a batch is left-padded to its longest series. 300 series are two batches
-    // (256 rows, 44); with lanes (CN_CHRONOS2_LANES=2) the first is split into two pieces of 128, and the second
-    // piece, whose own series are at most 50 long, must still be padded to the batch's 64.
-    Req mixed{{}, {}, 8, false};
-    for (int i = 0; i < 300; ++i) {
-        mixed.series.push_back(wave(i == 0 ? 64 : 17 + static_cast<size_t>(i * 13 % 34), 0.1f * static_cast<float>(i % 29), 4.0f + i % 11));
-        mixed.groups.push_back(-1);
+    // Lengths that differ within one batch: a batch is left-padded to its longest series. 256 series are one batch;
+    // with lanes (CN_CHRONOS2_LANES=2) it is split into two pieces of 128, and the second piece, whose own series are
+    // at most 50 long, must still be padded to the batch's 64. 300 series are two batches (256 rows, 44), as many as
+    // the lanes: each runs whole, on a lane of its own.
+    for (int n : {256, 300}) {
+        Req mixed{{}, {}, 8, false};
+        for (int i = 0; i < n; ++i) {
+            mixed.series.push_back(
+                wave(i == 0 ? 64 : 17 + static_cast<size_t>(i * 13 % 34), 0.1f * static_cast<float>(i % 29), 4.0f + i % 11));
+            mixed.groups.push_back(-1);
+        }
+        out.push_back(mixed);
     }
-    out.push_back(mixed);
     return out;
 }
 
