@@ -1,8 +1,13 @@
-// CUDA path of rms_norm / add_rms_norm: one block per row, 16-byte vector loads and stores when the row
-// length and the pointers allow it (scalar otherwise), a fixed-order block reduction in fp32.
+// CUDA path of rms_norm / add_rms_norm: 16-byte vector loads and stores when the row length and the pointers allow it
+// (scalar otherwise), and an fp32 sum whose order is fixed by D alone: that of one block of W = min(8, max(1,
+// ceil(D / V / 32))) warps per row (each thread t of 32 W summing the vectors t, t + 32 W, ... in turn; each warp's
+// butterfly over its 32 threads; the W warp sums in a butterfly of their own, kernels/cuda_util.cuh's block_sum).
+// Calls of fewer than kWarpRowsMin rows run exactly that, one block per row; larger calls one warp per row (four rows
+// per block), each lane holding the sums of the W threads whose work it does: the same bits, in fewer blocks.
 #include "kernels/rms_norm.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -22,9 +27,97 @@ struct alignas(sizeof(T) * V) Vec {
     T v[V];
 };
 
+constexpr int kMaxWarpsPerRow = 8;  // the block reduction's warps at most (256 threads)
+constexpr int kRowsPerBlock = 4;    // the warp kernel's
+// The fewest rows for the warp kernel. H100, bf16 D=768 alone (cn_bench_kernels): the block kernel 1.9 / 2.5 us at 34 /
+// 1088 rows, the warp kernel 1.9 / 3.5 (add + norm 2.0 / 2.6 against 2.6 / 4.4); in fused bf16 at B=1024 (8704-row
+// passes beside the other lane's GEMMs) the warp kernel made the call 3 % faster, at B=4-16 the block kernel 3-5 %.
+constexpr int64_t kWarpRowsMin = 4096;
+
+__device__ __forceinline__ float butterfly_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;  // the same in every lane: each step adds a pair of equal partial sums in both of its lanes
+}
+
+// One warp per row (calls of kWarpRowsMin rows or more); W: the block's warps per row whose order this kernel keeps
+// (1 to kMaxWarpsPerRow).
+template <class T, int V, int W>
+__global__ void rms_norm_warp_kernel(const T* x, const T* __restrict__ delta, T* h_out, const T* __restrict__ w,  // h_out may alias x
+                                     T* __restrict__ out, int64_t rows, int64_t D, float eps) {
+    cuda::pdl_trigger();
+    cuda::pdl_wait();  // every tensor but the weight belongs to earlier kernels
+    using VT = Vec<T, V>;
+    const int lane = threadIdx.x % 32;
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+    if (row >= rows) return;  // whole warps: no shuffle below misses a lane
+    const int64_t nv = D / V, stride = 32 * static_cast<int64_t>(W);
+    const VT* xr = reinterpret_cast<const VT*>(x + row * D);
+    const VT* dr = delta ? reinterpret_cast<const VT*>(delta + row * D) : nullptr;
+    VT* hr = h_out ? reinterpret_cast<VT*>(h_out + row * D) : nullptr;
+    // Lane `lane` does the work of the block's threads lane + 32 k, k < W: their sums of squares first, each over its
+    // vectors in order; the W vectors of one step are loaded before any is used (or written back).
+    float ss[W];
+#pragma unroll
+    for (int k = 0; k < W; ++k) ss[k] = 0.f;
+    for (int64_t base = lane; base < nv; base += stride) {
+        VT a[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+            if (base + 32 * k < nv) a[k] = xr[base + 32 * k];
+        }
+        if (dr) {
+#pragma unroll
+            for (int k = 0; k < W; ++k) {
+                if (base + 32 * k < nv) {
+                    const VT d = dr[base + 32 * k];
+#pragma unroll
+                    for (int j = 0; j < V; ++j) a[k].v[j] = from_f<T>(to_f(a[k].v[j]) + to_f(d.v[j]));
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < W; ++k) {
+                if (base + 32 * k < nv) hr[base + 32 * k] = a[k];
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+            if (base + 32 * k < nv) {
+#pragma unroll
+                for (int j = 0; j < V; ++j) {
+                    const float f = to_f(a[k].v[j]);
+                    ss[k] += f * f;
+                }
+            }
+        }
+    }
+    // Each of the block's warps reduced its threads' sums; its warp 0 then the W warp sums (lane k holds warp k's,
+    // the other lanes zero).
+    float total = 0.f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+        const float warp_sum = butterfly_sum(ss[k]);
+        if (lane == k) total = warp_sum;
+    }
+    total = butterfly_sum(total);
+    const float inv = rsqrtf(total / static_cast<float>(D) + eps);
+    const VT* src = dr ? hr : xr;  // each lane re-reads only what it wrote itself
+    const VT* wr = reinterpret_cast<const VT*>(w);
+    VT* orow = reinterpret_cast<VT*>(out + row * D);
+    for (int64_t i = lane; i < nv; i += 32) {
+        const VT a = src[i];
+        const VT g = wr[i];
+        VT o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) o.v[j] = from_f<T>(to_f(g.v[j]) * round_to<T>(to_f(a.v[j]) * inv));
+        orow[i] = o;
+    }
+}
+
+// One block of 32 W threads per row (calls of fewer than kWarpRowsMin rows).
 template <class T, int V>
-__global__ void rms_norm_kernel(const T* x, const T* __restrict__ delta, T* h_out, const T* __restrict__ w,  // h_out may alias x
-                                T* __restrict__ out, int64_t D, float eps) {
+__global__ void rms_norm_block_kernel(const T* x, const T* __restrict__ delta, T* h_out, const T* __restrict__ w,  // h_out may alias x
+                                      T* __restrict__ out, int64_t D, float eps) {
     cuda::pdl_trigger();
     cuda::pdl_wait();  // every tensor but the weight belongs to earlier kernels
     using VT = Vec<T, V>;
@@ -79,10 +172,29 @@ void launch(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& h_ou
     constexpr int V = 16 / sizeof(T);
     const bool vec = D % V == 0 && aligned16(xp) && aligned16(dp) && aligned16(hp) && aligned16(wp) && aligned16(op);
     const int64_t per_row = vec ? D / V : D;
-    const int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (per_row + 31) / 32 * 32)));
+    const int warps = static_cast<int>(std::min<int64_t>(kMaxWarpsPerRow, std::max<int64_t>(1, (per_row + 31) / 32)));
+    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     auto stream = at::cuda::getCurrentCUDAStream();
-    cuda::launch_pdl(vec ? rms_norm_kernel<T, V> : rms_norm_kernel<T, 1>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, xp,
-                     dp, hp, wp, op, D, static_cast<float>(eps));
+    if (rows < kWarpRowsMin) {
+        cuda::launch_pdl(vec ? rms_norm_block_kernel<T, V> : rms_norm_block_kernel<T, 1>, dim3(static_cast<unsigned>(rows)),
+                         dim3(32 * warps), 0, stream, xp, dp, hp, wp, op, D, static_cast<float>(eps));
+        return;
+    }
+    auto go = [&](auto w_tag) {
+        constexpr int W = decltype(w_tag)::value;
+        cuda::launch_pdl(vec ? rms_norm_warp_kernel<T, V, W> : rms_norm_warp_kernel<T, 1, W>, dim3(static_cast<unsigned>(blocks)),
+                         dim3(32 * kRowsPerBlock), 0, stream, xp, dp, hp, wp, op, rows, D, static_cast<float>(eps));
+    };
+    switch (warps) {
+        case 1: return go(std::integral_constant<int, 1>{});
+        case 2: return go(std::integral_constant<int, 2>{});
+        case 3: return go(std::integral_constant<int, 3>{});
+        case 4: return go(std::integral_constant<int, 4>{});
+        case 5: return go(std::integral_constant<int, 5>{});
+        case 6: return go(std::integral_constant<int, 6>{});
+        case 7: return go(std::integral_constant<int, 7>{});
+        default: return go(std::integral_constant<int, 8>{});
+    }
 }
 
 }  // namespace

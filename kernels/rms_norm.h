@@ -6,8 +6,9 @@
 //   out   = round_T(weight[j] * y)
 // This is the reference's op order (variance in fp32, rounding to the weight's dtype before the weight
 // multiply). The fp32 sum's order differs from ATen's reduction, so results match the ATen composite to a
-// few fp32 ulps of the variance, not bit for bit. Each row is reduced by one thread block (CUDA) or one
-// loop (CPU) whose order depends only on D: a row's result never depends on the other rows of the call.
+// few fp32 ulps of the variance, not bit for bit. Each row is reduced by one thread block (CUDA; one warp in calls of
+// 4096 rows or more, in the block's order: kernels/rms_norm.cu) or one loop (CPU) whose order depends only on D: a
+// row's result never depends on the other rows of the call.
 //
 // CPU path always; CUDA path when built with CUDA kernels (CN_WITH_CUDA). Tensors: x [..., D] contiguous,
 // weight [D] contiguous, same dtype and device.

@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
     for (auto dt : {at::kBFloat16, at::kFloat}) {
         const char* dn = dt == at::kFloat ? "f32" : "bf16";
         const double es = dt == at::kFloat ? 4 : 2;
-        for (int64_t R : {int64_t{34}, int64_t{32 * 34}, int64_t{65536}}) {
+        for (int64_t R : {int64_t{34}, int64_t{32 * 34}, int64_t{256 * 34}, int64_t{65536}}) {
             const int64_t D = 768;
             at::Tensor x = at::randn({R, D}, cuda.dtype(dt)), d = at::randn({R, D}, cuda.dtype(dt));
             const at::Tensor w = at::rand({D}, cuda.dtype(dt));

@@ -91,6 +91,36 @@ TEST(RmsNormGpu, AddVariantAndRowIndependence) {
     }
 }
 
+// Calls of 4096 rows or more run one warp per row, smaller calls one block per row, in the same summation order: a
+// row gets the same bits in a call of 4100 rows as in one of 1000 or alone, with and without the residual add, for
+// row lengths of one to eight warps' work, vector and scalar.
+TEST(RmsNormGpu, LargeCallsGiveTheSmallCallsBits) {
+    REQUIRE_CUDA();
+    at::manual_seed(17);
+    for (auto dt : kTypes) {
+        for (int64_t D : {int64_t{768}, int64_t{100}, int64_t{64}, int64_t{4096}, int64_t{3000}}) {
+            const std::string what = std::string(c10::toString(dt)) + " D=" + std::to_string(D);
+            const at::Tensor x = (at::randn({4100, D}, at::kFloat) * 3).to(dt).cuda();
+            const at::Tensor d = at::randn({4100, D}, at::kFloat).to(dt).cuda();
+            const at::Tensor w = (at::rand({D}, at::kFloat) + 0.5).to(dt).cuda();
+            const at::Tensor all = cn::kernels::rms_norm(x, w, 1e-6);
+            at::Tensor h_all = x.clone();
+            const at::Tensor added = cn::kernels::add_rms_norm(h_all, d, w, 1e-6);
+            for (int64_t r0 : {int64_t{0}, int64_t{1000}, int64_t{3100}}) {
+                const at::Tensor part = cn::kernels::rms_norm(x.slice(0, r0, r0 + 1000).contiguous(), w, 1e-6);
+                EXPECT_TRUE(at::equal(part, all.slice(0, r0, r0 + 1000))) << what << " rows from " << r0;
+                at::Tensor h = x.slice(0, r0, r0 + 1000).clone();
+                const at::Tensor part_added = cn::kernels::add_rms_norm(h, d.slice(0, r0, r0 + 1000).contiguous(), w, 1e-6);
+                EXPECT_TRUE(at::equal(part_added, added.slice(0, r0, r0 + 1000))) << what << " add, rows from " << r0;
+                EXPECT_TRUE(at::equal(h, h_all.slice(0, r0, r0 + 1000))) << what << " sum, rows from " << r0;
+            }
+            const at::Tensor one = cn::kernels::rms_norm(x.slice(0, 4099, 4100).contiguous(), w, 1e-6);
+            EXPECT_TRUE(at::equal(one, all.slice(0, 4099, 4100))) << what << " last row alone";
+            expect_close(all, cn::test::ref_rms_norm(x, w, 1e-6), rtol(dt), 1e-6, what);
+        }
+    }
+}
+
 TEST(RopeGpu, MatchesFp64ReferenceOnStridedQkvViews) {
     REQUIRE_CUDA();
     at::manual_seed(14);
