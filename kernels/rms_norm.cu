@@ -40,6 +40,21 @@ __device__ __forceinline__ float butterfly_sum(float v) {
     return v;  // the same in every lane: each step adds a pair of equal partial sums in both of its lanes
 }
 
+// Both kernels' last step: the normalized, weighted output of a row's vectors begin, begin + step, ... (each read back
+// by the thread that wrote it, where the residual add wrote the row).
+template <class T, int V>
+__device__ __forceinline__ void write_normalized(const Vec<T, V>* src, const Vec<T, V>* wr, Vec<T, V>* orow, float inv, int64_t begin,
+                                                 int64_t step, int64_t nv) {
+    for (int64_t i = begin; i < nv; i += step) {
+        const Vec<T, V> a = src[i];
+        const Vec<T, V> g = wr[i];
+        Vec<T, V> o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) o.v[j] = from_f<T>(to_f(g.v[j]) * round_to<T>(to_f(a.v[j]) * inv));
+        orow[i] = o;
+    }
+}
+
 // One warp per row (calls of kWarpRowsMin rows or more); W: the block's warps per row whose order this kernel keeps
 // (1 to kMaxWarpsPerRow).
 template <class T, int V, int W>
@@ -101,17 +116,8 @@ __global__ void rms_norm_warp_kernel(const T* x, const T* __restrict__ delta, T*
     }
     total = butterfly_sum(total);
     const float inv = rsqrtf(total / static_cast<float>(D) + eps);
-    const VT* src = dr ? hr : xr;  // each lane re-reads only what it wrote itself
-    const VT* wr = reinterpret_cast<const VT*>(w);
-    VT* orow = reinterpret_cast<VT*>(out + row * D);
-    for (int64_t i = lane; i < nv; i += 32) {
-        const VT a = src[i];
-        const VT g = wr[i];
-        VT o;
-#pragma unroll
-        for (int j = 0; j < V; ++j) o.v[j] = from_f<T>(to_f(g.v[j]) * round_to<T>(to_f(a.v[j]) * inv));
-        orow[i] = o;
-    }
+    // Each lane re-reads only what it wrote itself.
+    write_normalized(dr ? hr : xr, reinterpret_cast<const VT*>(w), reinterpret_cast<VT*>(out + row * D), inv, lane, 32, nv);
 }
 
 // One block of 32 W threads per row (calls of fewer than kWarpRowsMin rows).
@@ -142,17 +148,8 @@ __global__ void rms_norm_block_kernel(const T* x, const T* __restrict__ delta, T
         }
     }
     const float inv = rsqrtf(block_sum(ss) / static_cast<float>(D) + eps);
-    const VT* src = dr ? hr : xr;  // each thread re-reads only what it wrote itself
-    const VT* wr = reinterpret_cast<const VT*>(w);
-    VT* orow = reinterpret_cast<VT*>(out + row * D);
-    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-        const VT a = src[i];
-        const VT g = wr[i];
-        VT o;
-#pragma unroll
-        for (int k = 0; k < V; ++k) o.v[k] = from_f<T>(to_f(g.v[k]) * round_to<T>(to_f(a.v[k]) * inv));
-        orow[i] = o;
-    }
+    // Each thread re-reads only what it wrote itself.
+    write_normalized(dr ? hr : xr, reinterpret_cast<const VT*>(w), reinterpret_cast<VT*>(out + row * D), inv, threadIdx.x, blockDim.x, nv);
 }
 
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
