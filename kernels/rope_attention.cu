@@ -24,6 +24,7 @@ namespace {
 using cuda::cp_async16;
 using cuda::cp_async_wait_all;
 using cuda::from_f;
+using cuda::ldmatrix_x4_trans;
 using cuda::mma16816;
 using cuda::pack2;
 using cuda::rope_rotate;
@@ -32,15 +33,6 @@ using cuda::to_f;
 using rope_attention_detail::kWarps;
 
 __device__ __forceinline__ uint32_t ld32(const void* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-// Four 8x8 matrices of 16-bit values, transposed: lanes 8 i .. 8 i + 7 give the row addresses of matrix i, and
-// register i receives matrix i's column pairs in the mma B fragment's layout.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
-    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
 
 // grid B * H (a block per series and head), min(kWarps, ceil(S / 16)) warps. Shared memory: q, k and v [Sp][DK + 8] in T (Sp = S
 // rounded up to 16; the padding rows zero), the RoPE table's S positions [S][DK/2] float2, the key mask [Sp] in

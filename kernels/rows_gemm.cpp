@@ -109,11 +109,13 @@ struct Descs {
 
 using Key = std::tuple<int, int, int64_t, int64_t, bool, bool, bool>;  // device, dtype, N, K, bias, ReLU, accumulate
 
-// A cuBLASLt configuration, or (own) rows_gemm's own small-call kernel (kernels/rows_gemm_mma.h).
+// A cuBLASLt configuration, or (own_cols > 0) the variant of rows_gemm's own small-call kernel with that many columns
+// per block (kernels/rows_gemm_mma.h).
 struct Config {
     cublasLtMatmulAlgo_t algo{};
     size_t workspace = 0;
-    bool own = false;
+    int own_cols = 0;
+    bool own() const { return own_cols > 0; }
 };
 
 // A row-count tier: calls of [min_rows, max_rows] rows may run another configuration than the base one: a candidate
@@ -208,7 +210,10 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
            std::to_string(attr(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
-std::string describe(const Config& c) { return c.own ? "cutenative mma kernel (kernels/rows_gemm_mma.h)" : describe(c.algo); }
+std::string describe(const Config& c) {
+    return c.own() ? "cutenative mma kernel, " + std::to_string(c.own_cols) + " columns per block (kernels/rows_gemm_mma.h)"
+                   : describe(c.algo);
+}
 
 // Whether `algo` runs every row count in `check_rows` within kMaxWorkspace; raises `workspace` to the largest any of
 // them needs. `why` (optional) collects the refusal.
@@ -364,14 +369,16 @@ struct TimingGraph {
     TimingGraph& operator=(const TimingGraph&) = delete;
 };
 
-// The own kernel, on `stream` (null: the current one), where it takes the operands; false where it does not.
-bool run_own(const at::Tensor& x, const at::Tensor& w, const Epilogue& ep, const at::Tensor& out, cudaStream_t stream) {
+// The own kernel's variant of `cols` columns, on `stream` (null: the current one), where it takes the operands; false
+// where it does not.
+bool run_own(int cols, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep, const at::Tensor& out, cudaStream_t stream) {
     using rows_gemm_detail::MmaAdd;
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
-    if (!rows_gemm_detail::mma_takes(x.scalar_type(), M, N, K, x.const_data_ptr(), w.const_data_ptr(), out.const_data_ptr())) return false;
+    if (!rows_gemm_detail::mma_takes(x.scalar_type(), M, N, K, cols, x.const_data_ptr(), w.const_data_ptr(), out.const_data_ptr()))
+        return false;
     const MmaAdd add = ep.accumulate ? MmaAdd::kAddRounded : MmaAdd::kNone;
     rows_gemm_detail::mma_gemm(x.scalar_type(), x.const_data_ptr(), w.const_data_ptr(), ep.bias, out.data_ptr(), M, N, K, ep.relu, add,
-                               stream ? stream : at::cuda::getCurrentCUDAStream().stream());
+                               cols, stream ? stream : at::cuda::getCurrentCUDAStream().stream());
     return true;
 }
 
@@ -380,8 +387,8 @@ bool run_own(const at::Tensor& x, const at::Tensor& w, const Epilogue& ep, const
 // runs `fallback` instead (the base configuration: the same bits).
 void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep,
                 const at::Tensor& out, const Config* fallback = nullptr) {
-    if (c.own) {
-        if (run_own(x, w, ep, out, nullptr)) return;
+    if (c.own()) {
+        if (run_own(c.own_cols, x, w, ep, out, nullptr)) return;
         if (!fallback) fail(Status::kInternal, "rows_gemm: the own kernel does not take these operands");
         return run_config(*fallback, handle, x, w, ep, out);
     }
@@ -406,7 +413,7 @@ void run_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, c
 float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x, const at::Tensor& w, const Epilogue& ep,
                   const at::Tensor& out) {
     const int64_t N = w.size(0), K = w.size(1), M = x.size(0);
-    const bool own = c.own;
+    const bool own = c.own();
     Descs d(x.scalar_type(), N, K, M, K, ep);
     const at::Tensor workspace =
         !own && c.workspace > 0 ? at::empty({static_cast<int64_t>(c.workspace)}, x.options().dtype(at::kByte)) : at::Tensor();
@@ -425,7 +432,7 @@ float time_config(const Config& c, cublasLtHandle_t handle, const at::Tensor& x,
     at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);  // timing events, destroyed on every path
     auto one = [&](cudaStream_t s) {
         if (!own) return matmul(d, c, handle, x, w, out, workspace, c.workspace, s);
-        if (!run_own(x, w, ep, out, s)) fail(Status::kInternal, "rows_gemm: the own kernel does not take the probe");
+        if (!run_own(c.own_cols, x, w, ep, out, s)) fail(Status::kInternal, "rows_gemm: the own kernel does not take the probe");
     };
     start.record(stream);
     for (int i = 0; i < 2; ++i) one(stream.stream());
@@ -509,13 +516,16 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
                     cands.push_back(h);
                 for (const Config& v : tile_variants(c.base, dt, N, K, ep, handle, tier_rows)) cands.push_back(v);
             }
-            // The own small-call kernel (bf16/f16, the small tier), where it takes the probe's shape (the probe's
-            // operands are allocated, hence aligned, like w).
-            if (dt != at::kFloat && spec.max_rows <= rows_gemm_detail::kMmaMaxRows && own_kernel_enabled() &&
-                rows_gemm_detail::mma_takes(dt, spec.probe_rows, N, K, w.const_data_ptr(), w.const_data_ptr(), w.const_data_ptr())) {
-                Config o;
-                o.own = true;
-                cands.push_back(o);
+            // The own small-call kernel's variants (bf16/f16, the small tier), where they take the probe's shape (the
+            // probe's operands are allocated, hence aligned, like w).
+            for (int cols : rows_gemm_detail::kMmaColVariants) {
+                if (dt != at::kFloat && spec.max_rows <= rows_gemm_detail::kMmaMaxRows && own_kernel_enabled() &&
+                    rows_gemm_detail::mma_takes(dt, spec.probe_rows, N, K, cols, w.const_data_ptr(), w.const_data_ptr(),
+                                                w.const_data_ptr())) {
+                    Config o;
+                    o.own_cols = cols;
+                    cands.push_back(o);
+                }
             }
             std::vector<std::string> seen{describe(c.base)};
             std::vector<Config> unique;
@@ -556,10 +566,10 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
             float best_ms = base_ms;
             std::string own_note;  // the own kernel's time, chosen or not (for benchmarks)
             for (const auto& [cand, ms] : timed) {
-                if (cand->own) {
+                if (cand->own()) {
                     char b[80];
-                    std::snprintf(b, sizeof(b), ", own kernel %.1f us", ms * 1e3);
-                    own_note = b;
+                    std::snprintf(b, sizeof(b), ", own kernel (%d columns) %.1f us", cand->own_cols, ms * 1e3);
+                    own_note += b;
                 }
                 if (ms < best_ms && ms < base_ms * kMargin) {
                     best_ms = ms;
@@ -568,7 +578,7 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
                 }
             }
             const int verified = static_cast<int>(timed.size());
-            char timing[260];
+            char timing[320];
             if (c.has_tier[t]) {
                 std::snprintf(
                     timing, sizeof(timing),

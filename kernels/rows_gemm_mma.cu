@@ -1,9 +1,14 @@
-// rows_gemm's own small-call kernel (kernels/rows_gemm_mma.h): a block of kWarps warps owns 8 kWarps output columns
-// for every row. Its weight rows (8 kWarps x K) are copied to shared memory with cp.async before the
-// programmatic-dependent-launch wait (weights are never written by an earlier kernel), so that copy overlaps the
-// previous kernel; x is read after the wait, from global memory (L2) into registers AHEAD mma steps ahead.
+// rows_gemm's own small-call kernels (kernels/rows_gemm_mma.h): a block of ceil(M / 16) warps owns 8 NT output
+// columns for every row, warp i the rows 16 i .. 16 i + 15. Shared memory: the block's weight rows [8 NT][K] (copied
+// with cp.async by every thread before the programmatic-dependent-launch wait: weights are never written by an
+// earlier kernel), then a ring of kStages stages of x [16 tiles][kChunk] (after the wait), each warp copying and
+// reading its own 16 rows only, so past the weights the warps need no block barrier. Every row is padded by 16 bytes, so the eight
+// rows an ldmatrix reads start 4 banks apart (a row of 2 k + 16 bytes is 4 (2 j + 1) words for some j: eight rows
+// cover all 32 banks once).
 #include "kernels/rows_gemm_mma.h"
 
+#include <array>
+#include <atomic>
 #include <string>
 
 #include "kernels/cuda_util.cuh"
@@ -13,98 +18,160 @@ namespace cn::kernels::rows_gemm_detail {
 namespace {
 
 using cuda::cp_async16;
+using cuda::cp_async16_zfill;
+using cuda::cp_async_commit;
+using cuda::cp_async_wait_group;
 using cuda::from_f;
+using cuda::ldmatrix_x2;
+using cuda::ldmatrix_x4;
 using cuda::mma16816;
 using cuda::pack2;
 using cuda::to_f;
 
-constexpr int kWarps = 2;          // warps per block; each owns 8 columns
-constexpr int kCols = 8 * kWarps;  // columns per block
-constexpr int kPadBytes = 16;      // per weight row in shared memory: rows 8 apart start 4 banks apart
+constexpr int kChunk = 256;    // k per x stage
+constexpr int kStages = 3;     // x stages in flight (K <= 768: all of x at once)
+constexpr int kPadBytes = 16;  // per shared-memory row
+constexpr int kMaxWarps = static_cast<int>((kMmaMaxRows + 15) / 16);
 
-__device__ __forceinline__ uint32_t ld_x(const uint32_t* p, bool in) { return in ? __ldg(p) : 0u; }
+size_t smem_bytes(int cols, int64_t M, int64_t K) {
+    const int64_t tiles = (M + 15) / 16, kc = K < kChunk ? K : kChunk;
+    return static_cast<size_t>(cols * (2 * K + kPadBytes) + kStages * tiles * 16 * (2 * kc + kPadBytes));
+}
 
-// MT tiles of 16 rows; AHEAD mma steps of x in flight per warp.
-template <class T, int MT, int AHEAD, bool BIAS, bool RELU, MmaAdd ADD>
-__global__ void __launch_bounds__(kWarps * 32) mma_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                                                               T* __restrict__ out, int M, int N, int K) {
+// Fragments of one mma step: A (the warp's 16 rows x 16 k) and B (NT tiles of 8 weight rows x 16 k: b0, b1 of tile 0,
+// then of tile 1, ...; pairs of tiles 16 weight rows apart).
+template <int NT>
+__device__ __forceinline__ void load_step(uint32_t (&a)[4], uint32_t (&b)[2 * NT], const unsigned char* xa, const unsigned char* wb,
+                                          int w_row) {
+    ldmatrix_x4(a, xa);
+    if constexpr (NT == 1) {
+        ldmatrix_x2(b[0], b[1], wb);
+    } else {
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j) ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(b + 4 * j), wb + j * 16 * w_row);
+    }
+}
+
+// The mma steps of one x stage: `steps` (<= kChunk / 16) steps in k order, each step's fragments loaded kAhead steps
+// before its mma. FULL: steps == FULL, known at compile time (no predicates in the unrolled loop); 0: any count.
+template <class T, int NT, int FULL>
+__device__ __forceinline__ void chunk_steps(float (&acc)[NT][4], const unsigned char* xa, const unsigned char* wb, int w_row, int steps) {
+    constexpr int kAhead = 2, kMax = kChunk / 16;
+    uint32_t a[kAhead + 1][4], b[kAhead + 1][2 * NT];
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s) {
+        if (FULL || s < steps) load_step<NT>(a[s], b[s], xa + s * 32, wb + s * 32, w_row);
+    }
+#pragma unroll
+    for (int s = 0; s < kMax; ++s) {
+        if (FULL || s < steps) {
+            if (FULL ? s + kAhead < FULL : s + kAhead < steps) {
+                load_step<NT>(a[(s + kAhead) % (kAhead + 1)], b[(s + kAhead) % (kAhead + 1)], xa + (s + kAhead) * 32,
+                              wb + (s + kAhead) * 32, w_row);
+            }
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+                mma16816<T>(acc[n], a[s % (kAhead + 1)], b[s % (kAhead + 1)][2 * n], b[s % (kAhead + 1)][2 * n + 1]);
+        }
+    }
+}
+
+template <class T, int NT, bool BIAS, bool RELU, MmaAdd ADD>
+__global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                                  const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
     extern __shared__ __align__(16) unsigned char smem[];
     cuda::pdl_trigger();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    constexpr int kCols = 8 * NT;
+    const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
+    const int tiles = nthreads / 32;
     const int col0 = blockIdx.x * kCols;
-    const int row_bytes = K * 2 + kPadBytes;
+    const int w_row = K * 2 + kPadBytes;
+    const int x_row = (K < kChunk ? K : kChunk) * 2 + kPadBytes;
+    unsigned char* const ws = smem;
+    unsigned char* const xs = smem + kCols * w_row;
+    const int x_stage = tiles * 16 * x_row;
 
-    // The block's weight rows, straight to shared memory (16-byte chunks; rows past N are not read).
+    // The block's weight rows (rows past N as zeros), one commit group; each thread's copies are 16-byte chunks q, q +
+    // nthreads, ... of every row (no division in the loop: its index math is most of the copy's instructions).
     {
-        const int chunks_per_row = K / 8, chunks = kCols * chunks_per_row;
-        for (int c = threadIdx.x; c < chunks; c += kWarps * 32) {
-            const int r = c / chunks_per_row, k8 = c - r * chunks_per_row;
-            if (col0 + r < N) cp_async16(smem + r * row_bytes + k8 * 16, w + static_cast<int64_t>(col0 + r) * K + k8 * 8);
+        const int per_row = K / 8;
+        for (int r = 0; r < kCols; ++r) {
+            const bool in = col0 + r < N;
+            const T* const src = w + (in ? static_cast<int64_t>(col0 + r) * K : 0);
+            unsigned char* const dst = ws + r * w_row;
+            for (int q = tid; q < per_row; q += nthreads) cp_async16_zfill(dst + q * 16, src + q * 8, in);
         }
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        cp_async_commit();
+    }
+    // The warp's rows past M are zeros in every stage, written once (never copied to).
+    const int row0 = warp * 16;
+    for (int r = M > row0 ? M : row0; r < row0 + 16; ++r) {
+        for (int q = lane; q < x_row / 16; q += 32) {
+            for (int st = 0; st < kStages; ++st) *reinterpret_cast<uint4*>(xs + st * x_stage + r * x_row + q * 16) = make_uint4(0, 0, 0, 0);
+        }
     }
     cuda::pdl_wait();  // x and out are the previous kernels' to finish
 
-    const int steps = K / 16;
-    const uint32_t* xr[MT][2];
-    bool in[MT][2];
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = i * 16 + g + 8 * h;
-            in[i][h] = r < M;
-            xr[i][h] = reinterpret_cast<const uint32_t*>(x + static_cast<int64_t>(in[i][h] ? r : 0) * K + 2 * t);
-        }
-    }
-    uint32_t a[AHEAD][MT][4];
-    auto load_a = [&](uint32_t(&f)[MT][4], int s) {
-        const int k = s * 8;  // in 32-bit words
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            f[i][0] = ld_x(xr[i][0] + k, in[i][0]);
-            f[i][1] = ld_x(xr[i][1] + k, in[i][1]);
-            f[i][2] = ld_x(xr[i][0] + k + 4, in[i][0]);
-            f[i][3] = ld_x(xr[i][1] + k + 4, in[i][1]);
+    // Each warp copies its own 16 rows of x (those below M), so after the weights no barrier but the warp's own: chunk c
+    // into stage c % kStages, lane q copying the row's 16-byte chunk q (a chunk's row is at most 32 of them); one
+    // commit group per chunk.
+    const int chunks = (K + kChunk - 1) / kChunk;
+    const int row_end = M - row0 < 16 ? M - row0 : 16;  // >= 1: the block has ceil(M / 16) warps
+    auto load_chunk = [&](int c) {
+        const int k0 = c * kChunk, per_row = (K - k0 < kChunk ? K - k0 : kChunk) / 8;
+        if (lane < per_row) {
+            unsigned char* dst = xs + (c % kStages) * x_stage + row0 * x_row + lane * 16;
+            const T* src = x + static_cast<int64_t>(row0) * K + k0 + lane * 8;
+            for (int r = 0; r < row_end; ++r, dst += x_row, src += K) cp_async16(dst, src);
         }
     };
 #pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
-        if (s < steps) load_a(a[s], s);
+    for (int c = 0; c < kStages; ++c) {
+        if (c < chunks) load_chunk(c);
+        cp_async_commit();
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-    __syncthreads();
 
-    const unsigned char* wrow = smem + (warp * 8 + g) * row_bytes + t * 4;
-    float acc[MT][4];
+    // ldmatrix row addresses. A: matrix m = lane / 8 is rows 8 (m % 2) .. + 7 of the warp's tile, k 8 (m / 2) .. + 7 (the
+    // A fragment's registers in order). B: matrix m is weight rows 8 (m / 2) .. + 7 (n tile m / 2), k 8 (m % 2) .. + 7
+    // (b0, b1 of each n tile; for NT = 4 a second such load 16 rows further); with NT = 1 lanes 0-15 give matrices 0 and 1.
+    const int a_off = (row0 + lane % 8 + 8 * ((lane / 8) % 2)) * x_row + (lane / 16) * 16;
+    const int b_off = (lane % 8 + 8 * ((lane / 16) % NT)) * w_row + ((lane / 8) % 2) * 16;
+    float acc[NT][4];
 #pragma unroll
-    for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-    for (int base = 0; base < steps; base += AHEAD) {
-#pragma unroll
-        for (int s = 0; s < AHEAD; ++s) {
-            const int step = base + s;
-            if (step < steps) {
-                const uint32_t b0 = *reinterpret_cast<const uint32_t*>(wrow + step * 32);
-                const uint32_t b1 = *reinterpret_cast<const uint32_t*>(wrow + step * 32 + 16);
-#pragma unroll
-                for (int i = 0; i < MT; ++i) mma16816<T>(acc[i], a[s][i], b0, b1);
-                if (step + AHEAD < steps) load_a(a[s], step + AHEAD);
-            }
+    for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    for (int c = 0; c < chunks; ++c) {
+        cp_async_wait_group<kStages - 1>();  // chunk c (and the weights) landed, for this thread's copies
+        if (c == 0) {
+            __syncthreads();  // the weights, copied by every thread
+        } else {
+            __syncwarp();  // the warp's rows of chunk c
         }
+        const unsigned char* const xa = xs + (c % kStages) * x_stage + a_off;
+        const unsigned char* const wb = ws + b_off + c * kChunk * 2;
+        const int steps = (K - c * kChunk < kChunk ? K - c * kChunk : kChunk) / 16;
+        if (steps == kChunk / 16) {
+            chunk_steps<T, NT, kChunk / 16>(acc, xa, wb, w_row, steps);
+        } else {
+            chunk_steps<T, NT, 0>(acc, xa, wb, w_row, steps);
+        }
+        __syncwarp();  // the warp is done with stage c % kStages
+        if (c + kStages < chunks) load_chunk(c + kStages);
+        cp_async_commit();
     }
 
-    // Epilogue: columns 2t, 2t + 1 of the warp's 8, rows g and g + 8 of each tile.
-    const int col = col0 + warp * 8 + 2 * t;
-    if (col >= N) return;
-    float b0 = 0.0f, b1 = 0.0f;
-    if constexpr (BIAS) b0 = to_f(bias[col]), b1 = to_f(bias[col + 1]);
+    // Epilogue: columns 2t, 2t + 1 of each n tile, rows g and g + 8 of the warp's tile.
+    const int g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
+    for (int n = 0; n < NT; ++n) {
+        const int col = col0 + 8 * n + 2 * t;
+        if (col >= N) continue;
+        float b0 = 0.0f, b1 = 0.0f;
+        if constexpr (BIAS) b0 = to_f(bias[col]), b1 = to_f(bias[col + 1]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            if (!in[i][h]) continue;
-            const int r = i * 16 + g + 8 * h;
-            float v0 = acc[i][2 * h], v1 = acc[i][2 * h + 1];
+            const int r = warp * 16 + g + 8 * h;
+            if (r >= M) continue;
+            float v0 = acc[n][2 * h], v1 = acc[n][2 * h + 1];
             if constexpr (BIAS) v0 += b0, v1 += b1;
             if constexpr (RELU) v0 = v0 > 0.0f ? v0 : 0.0f, v1 = v1 > 0.0f ? v1 : 0.0f;
             uint32_t* o = reinterpret_cast<uint32_t*>(out + static_cast<int64_t>(r) * N + col);
@@ -118,59 +185,68 @@ __global__ void __launch_bounds__(kWarps * 32) mma_rows_kernel(const T* __restri
     }
 }
 
-template <class T, int MT, bool BIAS, bool RELU, MmaAdd ADD>
+template <class T, int NT, bool BIAS, bool RELU, MmaAdd ADD>
 void launch(const void* x, const void* w, const void* bias, void* out, int M, int N, int K, cudaStream_t stream) {
-    constexpr int ahead = MT <= 3 ? 8 : 4;
-    auto kernel = mma_rows_kernel<T, MT, ahead, BIAS, RELU, ADD>;
-    const size_t smem = static_cast<size_t>(kCols) * (static_cast<size_t>(K) * 2 + kPadBytes);
+    auto kernel = mma_rows_kernel<T, NT, BIAS, RELU, ADD>;
+    const size_t smem = smem_bytes(8 * NT, M, K);
     if (smem > 48 * 1024) {
         const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         if (e != cudaSuccess) ::cn::fail(::cn::Status::kInternal, std::string("rows_gemm_mma: ") + cudaGetErrorString(e));
     }
-    const dim3 grid((N + kCols - 1) / kCols);
-    cuda::launch_pdl(kernel, grid, dim3(kWarps * 32), smem, stream, static_cast<const T*>(x), static_cast<const T*>(w),
+    const dim3 grid((N + 8 * NT - 1) / (8 * NT));
+    cuda::launch_pdl(kernel, grid, dim3(32 * ((M + 15) / 16)), smem, stream, static_cast<const T*>(x), static_cast<const T*>(w),
                      static_cast<const T*>(bias), static_cast<T*>(out), M, N, K);
 }
 
-template <class T, int MT>
+template <class T, int NT>
 void dispatch_epilogue(const void* x, const void* w, const void* bias, void* out, int M, int N, int K, bool relu, MmaAdd add,
                        cudaStream_t s) {
-    if (add == MmaAdd::kAddRounded) return launch<T, MT, false, false, MmaAdd::kAddRounded>(x, w, bias, out, M, N, K, s);
+    if (add == MmaAdd::kAddRounded) return launch<T, NT, false, false, MmaAdd::kAddRounded>(x, w, bias, out, M, N, K, s);
     if (bias) {
-        return relu ? launch<T, MT, true, true, MmaAdd::kNone>(x, w, bias, out, M, N, K, s)
-                    : launch<T, MT, true, false, MmaAdd::kNone>(x, w, bias, out, M, N, K, s);
+        return relu ? launch<T, NT, true, true, MmaAdd::kNone>(x, w, bias, out, M, N, K, s)
+                    : launch<T, NT, true, false, MmaAdd::kNone>(x, w, bias, out, M, N, K, s);
     }
-    return relu ? launch<T, MT, false, true, MmaAdd::kNone>(x, w, bias, out, M, N, K, s)
-                : launch<T, MT, false, false, MmaAdd::kNone>(x, w, bias, out, M, N, K, s);
+    return relu ? launch<T, NT, false, true, MmaAdd::kNone>(x, w, bias, out, M, N, K, s)
+                : launch<T, NT, false, false, MmaAdd::kNone>(x, w, bias, out, M, N, K, s);
 }
 
 template <class T>
-void dispatch_rows(const void* x, const void* w, const void* bias, void* out, int M, int N, int K, bool relu, MmaAdd add, cudaStream_t s) {
-    switch ((M + 15) / 16) {
-        case 1: return dispatch_epilogue<T, 1>(x, w, bias, out, M, N, K, relu, add, s);
-        case 2: return dispatch_epilogue<T, 2>(x, w, bias, out, M, N, K, relu, add, s);
-        case 3: return dispatch_epilogue<T, 3>(x, w, bias, out, M, N, K, relu, add, s);
-        case 4: return dispatch_epilogue<T, 4>(x, w, bias, out, M, N, K, relu, add, s);
-        default: return dispatch_epilogue<T, 5>(x, w, bias, out, M, N, K, relu, add, s);
-    }
+void dispatch_cols(const void* x, const void* w, const void* bias, void* out, int M, int N, int K, bool relu, MmaAdd add, int cols,
+                   cudaStream_t s) {
+    if (cols == 8) return dispatch_epilogue<T, 1>(x, w, bias, out, M, N, K, relu, add, s);
+    if (cols == 16) return dispatch_epilogue<T, 2>(x, w, bias, out, M, N, K, relu, add, s);
+    return dispatch_epilogue<T, 4>(x, w, bias, out, M, N, K, relu, add, s);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The current device's opt-in shared memory per block (cached per device).
+size_t max_smem() {
+    static std::array<std::atomic<int>, 64> cache{};
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
+    int v = cache[static_cast<size_t>(device)].load(std::memory_order_relaxed);
+    if (v == 0) {
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) return 0;
+        cache[static_cast<size_t>(device)].store(v, std::memory_order_relaxed);
+    }
+    return static_cast<size_t>(v);
+}
+
 }  // namespace
 
-bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, const void* x, const void* w, const void* out) {
-    // K up to 6144: the block's weight rows (16 x K x 2 bytes) fit in shared memory.
-    return (dt == c10::kBFloat16 || dt == c10::kHalf) && M >= 1 && M <= kMmaMaxRows && N >= 8 && N % 8 == 0 && K >= 16 && K % 16 == 0 &&
-           K <= 6144 && N < (int64_t{1} << 30) && aligned16(x) && aligned16(w) && aligned16(out);
+bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, const void* x, const void* w, const void* out) {
+    return (cols == 8 || cols == 16 || cols == 32) && (dt == c10::kBFloat16 || dt == c10::kHalf) && M >= 1 && M <= kMmaMaxRows && N >= 8 &&
+           N % 8 == 0 && N < (int64_t{1} << 30) && K >= 16 && K % 16 == 0 && K <= 65536 && smem_bytes(cols, M, K) <= max_smem() &&
+           aligned16(x) && aligned16(w) && aligned16(out);
 }
 
 void mma_gemm(c10::ScalarType dt, const void* x, const void* w, const void* bias, void* out, int64_t M, int64_t N, int64_t K, bool relu,
-              MmaAdd add, cudaStream_t stream) {
-    if (!mma_takes(dt, M, N, K, x, w, out)) ::cn::fail(::cn::Status::kInternal, "rows_gemm_mma: operands it does not take");
+              MmaAdd add, int cols, cudaStream_t stream) {
+    if (!mma_takes(dt, M, N, K, cols, x, w, out)) ::cn::fail(::cn::Status::kInternal, "rows_gemm_mma: operands it does not take");
     const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
-    if (dt == c10::kBFloat16) return dispatch_rows<__nv_bfloat16>(x, w, bias, out, m, n, k, relu, add, stream);
-    return dispatch_rows<__half>(x, w, bias, out, m, n, k, relu, add, stream);
+    if (dt == c10::kBFloat16) return dispatch_cols<__nv_bfloat16>(x, w, bias, out, m, n, k, relu, add, cols, stream);
+    return dispatch_cols<__half>(x, w, bias, out, m, n, k, relu, add, cols, stream);
 }
 
 }  // namespace cn::kernels::rows_gemm_detail

@@ -1,15 +1,17 @@
-// rows_gemm_mma — one of rows_gemm's candidate configurations for calls of few rows (its small tier), a kernel of
-// cutenative's own instead of a cuBLASLt one: out [M, N] = x [M, K] W^T for M <= kMmaMaxRows on tensor cores
-// (mma.sync m16n8k16, bf16 or f16 operands, fp32 accumulation). Each output element is one chain of mma steps over
-// k = 0, 16, 32, ... in order, no split-K, so its arithmetic is a function of its own row and column alone; it is
-// only a candidate: rows_gemm uses it for a weight when its outputs are bit-identical to the base configuration's on
-// the probe (the condition every candidate meets) and it is faster there (kernels/rows_gemm.h).
-// Measured on the H100 (docs/benchmarks.md, #19 seventh step): its bits equal cuBLASLt's sm90 kernels' for every
-// Chronos-2 shape, bf16 and f16, with every epilogue.
-// Layout: a block of two warps owns 16 output columns for every row (ceil(M / 16) tiles of 16 rows, rows past M read
-// as zero). Its weight rows go to shared memory before the programmatic-dependent-launch wait (kernels/cuda_util.cuh),
-// so they load while the previous kernel finishes; x's fragments are read from global memory (L2) straight into
-// registers, 4-8 mma steps ahead.
+// rows_gemm_mma — candidate configurations for rows_gemm's calls of few rows (its small tier), kernels of cutenative's
+// own instead of cuBLASLt's: out [M, N] = x [M, K] W^T for M <= kMmaMaxRows on tensor cores (mma.sync m16n8k16, bf16
+// or f16 operands, fp32 accumulation). Each output element is one chain of mma steps over k = 0, 16, 32, ... in
+// order, no split-K, so its arithmetic is a function of its own row and column alone; a variant is only a candidate:
+// rows_gemm uses it for a weight when its outputs are bit-identical to the base configuration's on the probe (the
+// condition every candidate meets) and it is faster there (kernels/rows_gemm.h).
+// Measured on the H100 (docs/benchmarks.md, #19 seventh step): this chain's bits equal cuBLASLt's sm90 kernels' for
+// every Chronos-2 shape, bf16 and f16, with every epilogue.
+// Layout: a block owns `cols` output columns (8, 16 or 32: the variants) for every row, one warp per tile of 16 rows
+// (ceil(M / 16) warps; rows past M read as zero). The block's weight rows (cols x K) go to shared memory before the
+// programmatic-dependent-launch wait (kernels/cuda_util.cuh), so they load while the previous kernel finishes; each
+// warp's rows of x follow in chunks of 256 k through a ring of three shared-memory stages (cp.async), and every
+// fragment is read from shared memory with ldmatrix one mma step ahead, so a warp's time is its chain of K / 16
+// dependent mma steps (cols / 8 chains side by side).
 // Epilogue, as cuBLASLt's: + bias [N] in fp32, ReLU, one rounding to T; accumulate (out += x W^T, kAddRounded): the
 // product rounded to T, out's value added in fp32, rounded again (what the H100's cuBLASLt does, kernels/rows_gemm.h;
 // adding to the unrounded product instead gave 29 % of values other bits, docs/benchmarks.md).
@@ -24,19 +26,23 @@
 namespace cn::kernels::rows_gemm_detail {
 
 constexpr int64_t kMmaMaxRows = 80;  // five tiles of 16 rows (rows_gemm's small tier: 1-68)
+// The variants: output columns per block.
+constexpr int kMmaColVariants[] = {8, 16, 32};
 
 enum class MmaAdd {
     kNone,
     kAddRounded
 };
 
-// Whether the kernel takes these operands: bf16 or f16, 1 <= M <= kMmaMaxRows, N a multiple of 8, K a multiple of 16 up
-// to 6144, x, w and out 16-byte aligned (rows_gemm's x and out are contiguous and aligned; w contiguous).
-bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, const void* x, const void* w, const void* out);
+// Whether the variant of `cols` columns per block takes these operands: bf16 or f16, 1 <= M <= kMmaMaxRows, N a
+// multiple of 8, K a multiple of 16 whose weight rows and x stages fit in the device's shared memory per block (on
+// the H100 at 80 rows: K <= 1536 for 32 columns, 3072 for 16, 6144 for 8), x, w and out 16-byte aligned (rows_gemm's x and out are contiguous and aligned; w contiguous).
+bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, const void* x, const void* w, const void* out);
 
 // x [M, K] row-major, w [N, K] row-major, bias [N] or nullptr, out [M, N] row-major (read first when add != kNone);
-// launched on `stream` with programmatic dependent launch. Throws cn::Error on a launch failure.
+// launched on `stream` with programmatic dependent launch. Throws cn::Error on operands mma_takes refuses or a
+// launch failure.
 void mma_gemm(c10::ScalarType dt, const void* x, const void* w, const void* bias, void* out, int64_t M, int64_t N, int64_t K, bool relu,
-              MmaAdd add, cudaStream_t stream);
+              MmaAdd add, int cols, cudaStream_t stream);
 
 }  // namespace cn::kernels::rows_gemm_detail

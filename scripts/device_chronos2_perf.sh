@@ -10,7 +10,8 @@
 #            once more with CN_ROPE_ATTENTION=0
 #   sweepfused  the sweep's reference and fused rows only (a shorter run)
 #   rows     the sweep's fused bf16 and fused f32 rows alone, default settings, and rows_gemm's configurations
-#   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, the device's idle gaps, the host timeline)
+#   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, the device's idle gaps, the host timeline;
+#            $PROFILE_BATCHES names other batch sizes)
 #   profile32  the same for fused f32 at B=1, 64 and 1024
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series (rows:
 #            $ROLLING_ROWS, default every reference and fused row and graph bf16)
@@ -20,6 +21,7 @@
 #   refrows  the sweep's fused bf16 row with rows_gemm's configurations chosen at 136, 272, 544 and 1088 rows
 #            (CN_ROWS_GEMM_REFERENCE_ROWS)
 #   kernels  cn_bench_kernels: the kernels against their ATen composites, and rope_attention's kernel alone
+#   mma      cn_bench_mma: cycles per step of dependent mma.sync chains and of a dependent ldmatrix, on one warp
 #   ncuattn  Nsight Compute's sections for rope_attention's kernel at B = 256 (with kernels)
 #   variants the sweep's fused bf16 row once per setting in $VARIANTS (space-separated VAR=value, e.g.
 #            "CN_CHRONOS2_LANES=1 CN_CHRONOS2_LANES=2"), two passes alternating
@@ -29,7 +31,7 @@
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
 #   [AB_PATCH=.device/x.patch] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows]
-#       [fused] [large] [small] [refrows] [kernels] [ncuattn] [variants] [ab] [profile] [profile32] [rolling]
+#       [fused] [large] [small] [refrows] [kernels] [mma] [ncuattn] [variants] [ab] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -49,6 +51,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCN_PYTHON=python3 -DCN_CUDA=ON -DCMAKE_C
 t0=$(date +%s)
 targets="cutenative test_kernels_gpu test_capi_gpu cn_bench_gemm"
 [[ "$stages" == *" kernels "* || "$stages" == *" ncuattn "* ]] && targets="$targets cn_bench_kernels"
+[[ "$stages" == *" mma "* ]] && targets="$targets cn_bench_mma"
 cmake --build "$build" -j "$(nproc)" --target $targets >"$out/build.log" 2>&1 ||
     { grep -E 'error|Error' "$out/build.log" | head -40; exit 1; }
 echo "build ok in $(( $(date +%s) - t0 )) s"
@@ -72,6 +75,7 @@ if [[ "$stages" == *" tests "* ]]; then
     echo "Chronos-2 C-ABI GPU tests, CN_CHRONOS2_LANES=1:"; grep -E '^\[  (PASSED|FAILED) |FAILED|Failure' "$out/test_capi_gpu_lanes1.log" | head -8
 fi
 if [[ "$stages" == *" kernels "* ]]; then "$build/tests/cn_bench_kernels" >"$out/kernels.md" 2>&1 || rc=1; cat "$out/kernels.md"; fi
+if [[ "$stages" == *" mma "* ]]; then "$build/tests/cn_bench_mma" >"$out/mma.txt" 2>&1 || rc=1; cat "$out/mma.txt"; fi
 if [[ "$stages" == *" ncuattn "* ]]; then
     # Nsight Compute on rope_attention's kernel at B = 256 series (the second launch; needs the kernels stage's build).
     ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
@@ -175,7 +179,7 @@ PY
     fi
 fi
 if [[ "$stages" == *" profile "* ]]; then
-    for b in 1 256 1024; do
+    for b in ${PROFILE_BATCHES:-1 256 1024}; do
         bench --workloads s --sweep-batches $b --rows cn-fused-bf16 --profile cn-fused-bf16 --out "$out/profile_b$b.md" >"$out/profile_b$b.log" 2>&1 || rc=1
         echo "profile B=$b:"; sed -n "/^## Profile/,\$p" "$out/profile_b$b.md" | head -70
     done

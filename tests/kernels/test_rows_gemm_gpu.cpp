@@ -127,12 +127,13 @@ TEST(RowsGemmGpu, AccumulateIsBatchInvariantAndMatchesTheSeparateAdd) {
 #endif
 }
 
-// rows_gemm's own small-call kernel (kernels/rows_gemm_mma.h) called directly: calls of 1, 7, 16, 17, 34, 68 and 80 rows
-// (one to five tiles of 16 rows, partial tiles), N not a multiple of 16, K of one mma step and of 192; with bias, ReLU and the
-// accumulate epilogue. Each row bit-identical whatever the call's row count (by construction: nothing is shared
-// between rows), close to fp64, and the rounded accumulate equal to the separate add. Whether its bits equal the
-// cuBLASLt base configuration's (the condition for rows_gemm to use it) is printed, not asserted: rows_gemm checks it
-// on its probe and keeps the base where they differ.
+// rows_gemm's own small-call kernels (kernels/rows_gemm_mma.h) called directly, each variant (8, 16, 32 columns per block):
+// calls of 1, 7, 16, 17, 34, 68 and 80 rows (one to five tiles of 16 rows, partial tiles), N not a multiple of 16, K of one
+// mma step, of a partial x stage (400 = 256 + 144) and of 12 stages (3072); with bias, ReLU and the accumulate epilogue.
+// Each row bit-identical whatever the call's row count (by construction: nothing is shared between rows), the variants
+// bit-identical to each other (the same chain of mma steps), close to fp64, and the rounded accumulate equal to the
+// separate add. Whether their bits equal the cuBLASLt base configuration's (the condition for rows_gemm to use them) is
+// printed, not asserted: rows_gemm checks it on its probe and keeps the base where they differ.
 TEST(RowsGemmGpu, OwnSmallCallKernelIsRowInvariantAndCloseToFp64) {
 #ifndef CN_WITH_CUDA
     GTEST_SKIP() << "SKIPPED: built without CUDA";
@@ -149,8 +150,8 @@ TEST(RowsGemmGpu, OwnSmallCallKernelIsRowInvariantAndCloseToFp64) {
         for (const Shape& s : {Shape{768, 768, false, false, MmaAdd::kNone}, Shape{2304, 768, false, false, MmaAdd::kNone},
                                Shape{768, 3072, false, false, MmaAdd::kNone}, Shape{3072, 768, false, true, MmaAdd::kNone},
                                Shape{3072, 48, true, true, MmaAdd::kNone}, Shape{24, 16, true, false, MmaAdd::kNone},
-                               Shape{336, 3072, true, false, MmaAdd::kNone}, Shape{768, 768, false, false, MmaAdd::kAddRounded},
-                               Shape{768, 3072, false, false, MmaAdd::kAddRounded}}) {
+                               Shape{336, 3072, true, false, MmaAdd::kNone}, Shape{40, 400, true, false, MmaAdd::kNone},
+                               Shape{768, 768, false, false, MmaAdd::kAddRounded}, Shape{768, 3072, false, false, MmaAdd::kAddRounded}}) {
             SCOPED_TRACE(std::string(c10::toString(dtype)) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) +
                          (s.bias ? " bias" : "") + (s.relu ? " relu" : "") + " add " + std::to_string(static_cast<int>(s.add)));
             at::manual_seed(3);
@@ -159,37 +160,54 @@ TEST(RowsGemmGpu, OwnSmallCallKernelIsRowInvariantAndCloseToFp64) {
             const at::Tensor b = s.bias ? at::randn({s.N}, opts.dtype(at::kFloat)).to(dtype) : at::Tensor();
             const at::Tensor x = at::randn({80, s.K}, opts.dtype(at::kFloat)).to(dtype);
             const at::Tensor c = at::randn({80, s.N}, opts.dtype(at::kFloat)).to(dtype);
-            auto run = [&](int64_t first, int64_t rows) {
-                at::Tensor out = s.add == MmaAdd::kNone ? at::empty({rows, s.N}, opts) : c.slice(0, first, first + rows).clone();
-                const at::Tensor xs = x.slice(0, first, first + rows).clone();  // contiguous, aligned
-                EXPECT_TRUE(cn::kernels::rows_gemm_detail::mma_takes(dtype, rows, s.N, s.K, xs.const_data_ptr(), w.const_data_ptr(),
-                                                                     out.const_data_ptr()));
-                cn::kernels::rows_gemm_detail::mma_gemm(dtype, xs.const_data_ptr(), w.const_data_ptr(),
-                                                        b.defined() ? b.const_data_ptr() : nullptr, out.data_ptr(), rows, s.N, s.K, s.relu,
-                                                        s.add, stream);
-                return out.cpu();
-            };
-            const at::Tensor all = run(0, 80);
-            for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{34}, int64_t{68}}) {
-                for (int64_t first : {int64_t{0}, int64_t{80} - rows}) {
-                    const at::Tensor got = run(first, rows), want = all.slice(0, first, first + rows).contiguous();
-                    EXPECT_EQ(std::memcmp(got.const_data_ptr(), want.const_data_ptr(), want.nbytes()), 0) << rows << " rows from " << first;
+            at::Tensor first_all;  // the first variant's 80 rows
+            for (int cols : cn::kernels::rows_gemm_detail::kMmaColVariants) {
+                SCOPED_TRACE(std::to_string(cols) + " columns per block");
+                if (!cn::kernels::rows_gemm_detail::mma_takes(dtype, 80, s.N, s.K, cols, x.const_data_ptr(), w.const_data_ptr(),
+                                                              c.const_data_ptr())) {
+                    // Only the widest variant's weight rows outgrow shared memory here (32 x 3072 x 2 bytes).
+                    EXPECT_TRUE(cols == 32 && s.K == 3072);
+                    continue;
+                }
+                auto run = [&](int64_t first, int64_t rows) {
+                    at::Tensor out = s.add == MmaAdd::kNone ? at::empty({rows, s.N}, opts) : c.slice(0, first, first + rows).clone();
+                    const at::Tensor xs = x.slice(0, first, first + rows).clone();  // contiguous, aligned
+                    EXPECT_TRUE(cn::kernels::rows_gemm_detail::mma_takes(dtype, rows, s.N, s.K, cols, xs.const_data_ptr(),
+                                                                         w.const_data_ptr(), out.const_data_ptr()));
+                    cn::kernels::rows_gemm_detail::mma_gemm(dtype, xs.const_data_ptr(), w.const_data_ptr(),
+                                                            b.defined() ? b.const_data_ptr() : nullptr, out.data_ptr(), rows, s.N, s.K,
+                                                            s.relu, s.add, cols, stream);
+                    return out.cpu();
+                };
+                const at::Tensor all = run(0, 80);
+                if (!first_all.defined()) {
+                    first_all = all;
+                } else {
+                    EXPECT_EQ(std::memcmp(all.const_data_ptr(), first_all.const_data_ptr(), all.nbytes()), 0) << "the variants differ";
+                }
+                for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{34}, int64_t{68}}) {
+                    for (int64_t first : {int64_t{0}, int64_t{80} - rows}) {
+                        const at::Tensor got = run(first, rows), want = all.slice(0, first, first + rows).contiguous();
+                        EXPECT_EQ(std::memcmp(got.const_data_ptr(), want.const_data_ptr(), want.nbytes()), 0)
+                            << rows << " rows from " << first;
+                    }
+                }
+                at::Tensor ref = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());
+                if (s.bias) ref = ref + b.to(at::kDouble);
+                if (s.relu) ref = ref.clamp_min(0.0);
+                if (s.add != MmaAdd::kNone) ref = ref + c.to(at::kDouble);
+                const double err = (all.to(at::kDouble) - ref.cpu()).abs().max().item<double>();
+                EXPECT_LT(err, 1e-2 * ref.abs().max().item<double>()) << "max abs error " << err;
+                if (s.add == MmaAdd::kAddRounded) {  // the separate add: the product rounded, then added in the dtype
+                    at::Tensor plain = at::empty({80, s.N}, opts);
+                    cn::kernels::rows_gemm_detail::mma_gemm(dtype, x.const_data_ptr(), w.const_data_ptr(), nullptr, plain.data_ptr(), 80,
+                                                            s.N, s.K, false, MmaAdd::kNone, cols, stream);
+                    const at::Tensor two = (c + plain).cpu();
+                    EXPECT_EQ(std::memcmp(two.const_data_ptr(), all.const_data_ptr(), all.nbytes()), 0);
                 }
             }
-            at::Tensor ref = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());
-            if (s.bias) ref = ref + b.to(at::kDouble);
-            if (s.relu) ref = ref.clamp_min(0.0);
-            if (s.add != MmaAdd::kNone) ref = ref + c.to(at::kDouble);
-            const double err = (all.to(at::kDouble) - ref.cpu()).abs().max().item<double>();
-            EXPECT_LT(err, 1e-2 * ref.abs().max().item<double>()) << "max abs error " << err;
-            if (s.add == MmaAdd::kAddRounded) {  // the separate add: the product rounded, then added in the dtype
-                at::Tensor plain = at::empty({80, s.N}, opts);
-                cn::kernels::rows_gemm_detail::mma_gemm(dtype, x.const_data_ptr(), w.const_data_ptr(), nullptr, plain.data_ptr(), 80, s.N,
-                                                        s.K, false, MmaAdd::kNone, stream);
-                const at::Tensor two = (c + plain).cpu();
-                EXPECT_EQ(std::memcmp(two.const_data_ptr(), all.const_data_ptr(), all.nbytes()), 0);
-            }
             // Against the cuBLASLt base configuration (rows_gemm on 544 rows, the base's own tier): printed.
+            const at::Tensor& all = first_all;
             if (s.add == MmaAdd::kNone) {
                 const at::Tensor big = at::cat({x, at::randn({464, s.K}, opts.dtype(at::kFloat)).to(dtype)}, 0);
                 const at::Tensor base = cn::kernels::rows_gemm(big, w, b, s.relu).slice(0, 0, 80).cpu();
