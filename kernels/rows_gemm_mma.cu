@@ -2,9 +2,9 @@
 // columns for every row, warp i the rows 16 i .. 16 i + 15. Shared memory: the block's weight rows [8 NT][K] (copied
 // with cp.async by every thread before the programmatic-dependent-launch wait: weights are never written by an
 // earlier kernel), then a ring of kStages stages of x [16 tiles][kChunk] (after the wait), each warp copying and
-// reading its own 16 rows only, so past the weights the warps need no block barrier. Every row is padded by 16 bytes, so the eight
-// rows an ldmatrix reads start 4 banks apart (a row of 2 k + 16 bytes is 4 (2 j + 1) words for some j: eight rows
-// cover all 32 banks once).
+// reading its own 16 rows only, so past the weights the warps need no block barrier. Every row is padded by 16
+// bytes, so the eight rows an ldmatrix reads start 4 banks apart (a row of 2 k + 16 bytes is 4 (2 j + 1) words for
+// some j: eight rows cover all 32 banks once).
 #include "kernels/rows_gemm_mma.h"
 
 #include <array>
