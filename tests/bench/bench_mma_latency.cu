@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -42,25 +43,33 @@ __global__ void ldsm(float* out, long long* cyc) {
     out[threadIdx.x] = r0 + r1 + r2 + r3;
     if (threadIdx.x == 0) *cyc = t1 - t0;
 }
+// Copies the cycle count back; exits with a message on any CUDA error (no device, a failed launch).
+static long long fetch(const long long* cyc) {
+    long long h = 0;
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpy(&h, cyc, 8, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+        printf("cn_bench_mma: %s\n", cudaGetErrorString(e));
+        exit(1);
+    }
+    return h;
+}
 int main() {
-    float* out;
-    long long* cyc;
-    long long h;
-    cudaMalloc(&out, 4096);
-    cudaMalloc(&cyc, 8);
+    float* out = nullptr;
+    long long* cyc = nullptr;
+    if (cudaMalloc(&out, 4096) != cudaSuccess || cudaMalloc(&cyc, 8) != cudaSuccess) {
+        printf("cn_bench_mma: no CUDA device\n");
+        return 1;
+    }
     for (int rep = 0; rep < 2; ++rep) {
         chain<1><<<1, 32>>>(out, cyc, 0x3f803f80u);
-        cudaMemcpy(&h, cyc, 8, cudaMemcpyDeviceToHost);
-        printf("mma 1 chain: %.1f cycles per step\n", h / 1024.0);
+        printf("mma 1 chain: %.1f cycles per step\n", fetch(cyc) / 1024.0);
         chain<2><<<1, 32>>>(out, cyc, 0x3f803f80u);
-        cudaMemcpy(&h, cyc, 8, cudaMemcpyDeviceToHost);
-        printf("mma 2 chains: %.1f cycles per step\n", h / 1024.0);
+        printf("mma 2 chains: %.1f cycles per step\n", fetch(cyc) / 1024.0);
         chain<4><<<1, 32>>>(out, cyc, 0x3f803f80u);
-        cudaMemcpy(&h, cyc, 8, cudaMemcpyDeviceToHost);
-        printf("mma 4 chains: %.1f cycles per step\n", h / 1024.0);
+        printf("mma 4 chains: %.1f cycles per step\n", fetch(cyc) / 1024.0);
         ldsm<<<1, 32>>>(out, cyc);
-        cudaMemcpy(&h, cyc, 8, cudaMemcpyDeviceToHost);
-        printf("ldmatrix x4 dependent: %.1f cycles\n", h / 1024.0);
+        printf("ldmatrix x4 dependent: %.1f cycles\n", fetch(cyc) / 1024.0);
     }
     return 0;
 }
