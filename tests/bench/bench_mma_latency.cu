@@ -1,8 +1,13 @@
-// cn_bench_mma — the tensor-core facts behind kernels/rows_gemm_mma.h's design, on one warp of one SM (not a test:
-// run by hand on a GPU, docs/benchmarks.md #19 ninth step): cycles per step of a chain of dependent mma.sync m16n8k16
-// bf16 (fp32 accumulation: the chain a batch-invariant GEMM's output is), with 1, 2 and 4 such chains interleaved
-// (where the warp's issue rate, not the dependency, bounds a step), and the latency of a dependent ldmatrix.x4. clock64
-// around 1024 steps; each measurement printed twice.
+// cn_bench_mma — the hardware facts behind kernels/rows_gemm_mma.h's design (not a test: run by hand on a GPU,
+// docs/benchmarks.md #19 ninth step):
+// - on one warp of one SM: cycles per step of a chain of dependent mma.sync m16n8k16 bf16 (fp32 accumulation: the
+//   chain a batch-invariant GEMM's output is), with 1, 2 and 4 such chains interleaved (where the warp's issue rate,
+//   not the dependency, bounds a step), and the latency of a dependent ldmatrix.x4 (clock64 around 1024 steps; each
+//   measurement printed twice);
+// - what one SM takes in: each block (one per SM: 160 KB of shared memory) copies 64 KB of its own from L2 into
+//   shared memory 16 times with cp.async (every copy of a pass in flight), with a block on every SM and on 8 SMs; and
+//   the same 1 MB read from a neighbour block's shared memory in a cluster of 4 (distributed shared memory,
+//   ld.shared::cluster). GB/s per SM, %globaltimer around the 16 passes, the mean over the blocks.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +48,65 @@ __global__ void ldsm(float* out, long long* cyc) {
     out[threadIdx.x] = r0 + r1 + r2 + r3;
     if (threadIdx.x == 0) *cyc = t1 - t0;
 }
+__device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+constexpr int kIntakeBytes = 64 * 1024, kIntakeReps = 16, kIntakeSmem = 160 * 1024;
+
+__global__ void intake(const uint4* src, unsigned long long* ns) {
+    extern __shared__ __align__(16) uint4 buf[];
+    constexpr int n = kIntakeBytes / 16;
+    const uint4* mine = src + static_cast<size_t>(blockIdx.x) * n;
+    const unsigned d0 = static_cast<unsigned>(__cvta_generic_to_shared(buf));
+    __syncthreads();
+    const unsigned long long t0 = gtime();
+    for (int rep = 0; rep < kIntakeReps; ++rep) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d0 + i * 16), "l"(mine + i));
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        __syncthreads();
+    }
+    const unsigned long long t1 = gtime();
+    if (threadIdx.x == 0) ns[blockIdx.x] = t1 - t0;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+__global__ void __cluster_dims__(4, 1, 1) dsmem(unsigned long long* ns, uint4* sink) {
+    extern __shared__ __align__(16) uint4 buf[];
+    constexpr int n = kIntakeBytes / 16, kBatch = 8;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = make_uint4(i, blockIdx.x, 0, 0);
+    cluster_sync();
+    unsigned rank, remote;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(buf));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"((rank + 1) % 4));
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    const unsigned long long t0 = gtime();
+    for (int rep = 0; rep < kIntakeReps; ++rep) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x * kBatch) {
+            uint4 v[kBatch];
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) {
+                const int k = i + j * blockDim.x;
+                asm volatile("ld.shared::cluster.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w)
+                             : "r"(remote + (k < n ? k : 0) * 16));
+            }
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) acc.x ^= v[j].x, acc.y ^= v[j].y, acc.z ^= v[j].z, acc.w ^= v[j].w;
+        }
+    }
+    __syncthreads();
+    const unsigned long long t1 = gtime();
+    cluster_sync();  // no block leaves while a neighbour still reads its shared memory
+    if (threadIdx.x == 0) ns[blockIdx.x] = t1 - t0;
+    sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
 // Copies the cycle count back; exits with a message on any CUDA error (no device, a failed launch).
 static long long fetch(const long long* cyc) {
     long long h = 0;
@@ -70,6 +134,39 @@ int main() {
         printf("mma 4 chains: %.1f cycles per step\n", fetch(cyc) / 1024.0);
         ldsm<<<1, 32>>>(out, cyc);
         printf("ldmatrix x4 dependent: %.1f cycles\n", fetch(cyc) / 1024.0);
+    }
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    uint4 *src = nullptr, *sink = nullptr;
+    unsigned long long* ns = nullptr;
+    if (cudaMalloc(&src, static_cast<size_t>(sms) * kIntakeBytes) != cudaSuccess ||
+        cudaMalloc(&sink, sms * 256 * sizeof(uint4)) != cudaSuccess || cudaMalloc(&ns, sms * sizeof(unsigned long long)) != cudaSuccess ||
+        cudaFuncSetAttribute(intake, cudaFuncAttributeMaxDynamicSharedMemorySize, kIntakeSmem) != cudaSuccess ||
+        cudaFuncSetAttribute(dsmem, cudaFuncAttributeMaxDynamicSharedMemorySize, kIntakeSmem) != cudaSuccess) {
+        printf("cn_bench_mma: intake buffers: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    cudaMemset(src, 1, static_cast<size_t>(sms) * kIntakeBytes);
+    auto report = [&](const char* what, int blocks) {
+        unsigned long long t[1024] = {};
+        if (cudaGetLastError() != cudaSuccess ||
+            cudaMemcpy(t, ns, blocks * sizeof(unsigned long long), cudaMemcpyDeviceToHost) != cudaSuccess) {
+            printf("cn_bench_mma: %s: %s\n", what, cudaGetErrorString(cudaGetLastError()));
+            exit(1);
+        }
+        double sum = 0;
+        for (int b = 0; b < blocks; ++b) sum += static_cast<double>(kIntakeBytes) * kIntakeReps / static_cast<double>(t[b]);
+        printf("%s, %d blocks: %.1f GB/s per SM\n", what, blocks, sum / blocks);
+    };
+    const int four = sms / 4 * 4;
+    for (int rep = 0; rep < 2; ++rep) {
+        for (int blocks : {sms, 8}) {
+            intake<<<blocks, 256, kIntakeSmem>>>(src, ns);  // the first pass brings the slices into L2
+            intake<<<blocks, 256, kIntakeSmem>>>(src, ns);
+            report("cp.async from L2 into shared memory", blocks);
+        }
+        dsmem<<<four, 256, kIntakeSmem>>>(ns, sink);
+        report("distributed shared memory, a neighbour's in a cluster of 4", four);
     }
     return 0;
 }
