@@ -146,6 +146,9 @@ TEST(RowsGemmGpu, OwnSmallCallKernelIsRowInvariantAndCloseToFp64) {
         MmaAdd add;
     };
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+    int device = 0, smem_optin = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
     for (auto dtype : {at::kBFloat16, at::kHalf}) {
         for (const Shape& s : {Shape{768, 768, false, false, MmaAdd::kNone}, Shape{2304, 768, false, false, MmaAdd::kNone},
                                Shape{768, 3072, false, false, MmaAdd::kNone}, Shape{3072, 768, false, true, MmaAdd::kNone},
@@ -165,8 +168,9 @@ TEST(RowsGemmGpu, OwnSmallCallKernelIsRowInvariantAndCloseToFp64) {
                 SCOPED_TRACE(std::to_string(cols) + " columns per block");
                 if (!cn::kernels::rows_gemm_detail::mma_takes(dtype, 80, s.N, s.K, cols, x.const_data_ptr(), w.const_data_ptr(),
                                                               c.const_data_ptr())) {
-                    // Only the widest variant's weight rows outgrow shared memory here (32 x 3072 x 2 bytes).
-                    EXPECT_TRUE(cols == 32 && s.K == 3072);
+                    // With the H100's 227 KB per block only the widest variant's weight rows outgrow shared memory
+                    // here (32 x 3072 x 2 bytes); a device with less may refuse more.
+                    if (smem_optin >= 227 * 1024) EXPECT_TRUE(cols == 32 && s.K == 3072);
                     continue;
                 }
                 auto run = [&](int64_t first, int64_t rows) {
