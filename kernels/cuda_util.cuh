@@ -44,20 +44,29 @@ __device__ __forceinline__ float round_to(float v) {
     return to_f(from_f<T>(v));
 }
 
-// Sum over the block; every thread gets the result. Fixed tree order for a given blockDim.
+// Sum over the warp by a butterfly (offsets 16, 8, 4, 2, 1); every lane gets the same result, each step adding a pair
+// of equal partial sums in both of its lanes. block_sum's per-warp step: a kernel that must reproduce block_sum's
+// order with one warp (kernels/rms_norm.cu) calls this.
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block; every thread gets the result. Fixed tree order for a given blockDim: warp_sum in each warp, then
+// warp_sum of the warps' sums (lane i holding warp i's, the rest zero).
 template <class T, int kMaxWarps = 32>
 __device__ __forceinline__ T block_sum(T v) {
     __shared__ T partial[kMaxWarps];
     __shared__ T total;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    v = warp_sum(v);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warps = (blockDim.x + 31) / 32;
     __syncthreads();  // partial/total may still be read by a previous call
     if (lane == 0) partial[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        T s = lane < warps ? partial[lane] : T(0);
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        const T s = warp_sum(lane < warps ? partial[lane] : T(0));
         if (lane == 0) total = s;
     }
     __syncthreads();

@@ -34,12 +34,6 @@ constexpr int kRowsPerBlock = 4;    // the warp kernel's
 // passes beside the other lane's GEMMs) the warp kernel made the call 3 % faster, at B=4-16 the block kernel 3-5 %.
 constexpr int64_t kWarpRowsMin = 4096;
 
-__device__ __forceinline__ float butterfly_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;  // the same in every lane: each step adds a pair of equal partial sums in both of its lanes
-}
-
 // Both kernels' last step: the normalized, weighted output of a row's vectors begin, begin + step, ... (each read back
 // by the thread that wrote it, where the residual add wrote the row).
 template <class T, int V>
@@ -111,10 +105,10 @@ __global__ void rms_norm_warp_kernel(const T* x, const T* __restrict__ delta, T*
     float total = 0.f;
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-        const float warp_sum = butterfly_sum(ss[k]);
-        if (lane == k) total = warp_sum;
+        const float sum_k = cuda::warp_sum(ss[k]);
+        if (lane == k) total = sum_k;
     }
-    total = butterfly_sum(total);
+    total = cuda::warp_sum(total);
     const float inv = rsqrtf(total / static_cast<float>(D) + eps);
     // Each lane re-reads only what it wrote itself.
     write_normalized(dr ? hr : xr, reinterpret_cast<const VT*>(w), reinterpret_cast<VT*>(out + row * D), inv, lane, 32, nv);

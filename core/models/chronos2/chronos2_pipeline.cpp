@@ -48,9 +48,9 @@ constexpr int64_t kMinPieceRows = 128;
 // Merged passes (CN_CHRONOS2_MERGE=1; off by default): with lanes and at least as many batches as lanes, consecutive
 // batches of univariate single-row tasks with one context length run as one pass of up to kMaxPassRows rows (a power
 // of two, as the graphs' row buckets are; at most the call's rows over the lanes), which gives each series the bits
-// it gets in its own batch (the same L, batch invariance). Measured once on the H100 (#19 eighth step): one call of
-// 3136 series 40.3 against 41.8 ms in fused bf16, B=1024 within the spread in bf16 and 2 % slower in f32, outputs
-// bit-identical; not enough to make it the default.
+// it gets in its own batch (the same L, batch invariance). Measured on the H100 (#19 eighth and ninth steps): one call
+// of 3136 series 40.3 against 41.8 ms in fused bf16 in one lease, 41.8-42.1 in the next; B=1024 within the spread in
+// bf16 and 2-7 % slower in f32; outputs bit-identical. Not the default.
 constexpr int64_t kMaxPassRows = 512;
 bool merge_enabled() {
     static const bool on = [] {
