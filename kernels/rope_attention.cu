@@ -27,6 +27,8 @@ using cuda::from_f;
 using cuda::ldmatrix_x4_trans;
 using cuda::mma16816;
 using cuda::pack2;
+using cuda::pdl_trigger;
+using cuda::pdl_wait;
 using cuda::rope_rotate;
 using cuda::round_to;
 using cuda::to_f;
@@ -61,6 +63,10 @@ __global__ void __launch_bounds__(kWarps * 32, DK <= 64 ? 6 : 4)
     const int b = blockIdx.x / H, h = blockIdx.x % H;
     const T* base = qkv + static_cast<int64_t>(b) * S * 3 * I + h * DK;
 
+    // Launched with PDL (cuda_util.cuh): the next kernel may start early, and this one reads nothing before the
+    // previous kernel has completed (the table too is written by an earlier kernel of the call).
+    pdl_trigger();
+    pdl_wait();
     // 1. Stage q, k, v (which = 0, 1, 2), the table and the mask; 2. rotate q and k in place (a thread per two
     // adjacent pairs (i, i + DK/2)).
     for (int c = threadIdx.x; c < S * HALF / 2; c += blockDim.x) cp_async16(tab + 2 * c, table + 2 * c);
@@ -209,11 +215,10 @@ void launch(const at::Tensor& qkv, const at::Tensor& bias, const at::Tensor& tab
             C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
         // A warp per 16 queries, at most kWarps (then each takes more than one group of 16).
         const int warps = static_cast<int>(std::min<int64_t>(kWarps, (S + 15) / 16));
-        kernel<<<static_cast<unsigned>(B * H), static_cast<unsigned>(warps * 32), shared, stream>>>(
-            reinterpret_cast<const T*>(qkv.const_data_ptr()), reinterpret_cast<const T*>(bias.const_data_ptr()),
-            reinterpret_cast<const float2*>(table.const_data_ptr()), reinterpret_cast<T*>(out.data_ptr()), static_cast<int>(S),
-            static_cast<int>(H));
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        cuda::launch_pdl(kernel, dim3(static_cast<unsigned>(B * H)), dim3(static_cast<unsigned>(warps * 32)), shared, stream,
+                         reinterpret_cast<const T*>(qkv.const_data_ptr()), reinterpret_cast<const T*>(bias.const_data_ptr()),
+                         reinterpret_cast<const float2*>(table.const_data_ptr()), reinterpret_cast<T*>(out.data_ptr()), static_cast<int>(S),
+                         static_cast<int>(H));
     };
     if (qkv.scalar_type() == at::kBFloat16) {
         go(__nv_bfloat16{});

@@ -16,6 +16,7 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -41,11 +42,17 @@ int main(int argc, char** argv) {
         const char* name;
         int64_t N, K;
         bool bias, relu;
+        bool accumulate = false;  // out += x W^T (rows_gemm_accumulate: the residual add in the epilogue)
     };
-    const Layer layers[] = {{"time qkv", 2304, 768, false, false},         {"attention o", 768, 768, false, false},
-                            {"ff wi + relu", 3072, 768, false, true},      {"ff wo", 768, 3072, false, false},
-                            {"embed hidden + relu", 3072, 48, true, true}, {"embed/head out", 768, 3072, true, false},
-                            {"head out", 336, 3072, true, false}};
+    const Layer layers[] = {{"time qkv", 2304, 768, false, false},
+                            {"attention o", 768, 768, false, false},
+                            {"ff wi + relu", 3072, 768, false, true},
+                            {"ff wo", 768, 3072, false, false},
+                            {"embed hidden + relu", 3072, 48, true, true},
+                            {"embed/head out", 768, 3072, true, false},
+                            {"head out", 336, 3072, true, false},
+                            {"attention o + residual", 768, 768, false, false, true},
+                            {"ff wo + residual", 768, 3072, false, false, true}};
     const int64_t rows[] = {34, 136, 544, 2176, 8704, 34816};
     const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
     std::printf("device: %s, dtype %s; GPU us per call (CUDA graph of %d calls, median of 15 replays)\n\n", prop->name, which.c_str(),
@@ -53,21 +60,30 @@ int main(int argc, char** argv) {
     std::printf("| layer | rows | rows_gemm (us) | at::linear (us) | ratio | rows_gemm TFLOP/s |\n");
     std::printf("|---|---:|---:|---:|---:|---:|\n");
     const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dt);
+    std::vector<std::string> configs;
     for (const Layer& l : layers) {
         const at::Tensor w = (at::randn({l.N, l.K}, opts.dtype(at::kFloat)) * 0.03).to(dt);
         const at::Tensor b = l.bias ? at::randn({l.N}, opts.dtype(at::kFloat)).to(dt) : at::Tensor();
         for (int64_t m : rows) {
             const at::Tensor x = at::randn({m, l.K}, opts.dtype(at::kFloat)).to(dt);
-            const double rg = time_us([&] { cn::kernels::rows_gemm(x, w, b, l.relu); });
+            const at::Tensor acc = l.accumulate ? at::zeros({m, l.N}, opts) : at::Tensor();
+            const double rg = time_us([&] {
+                if (l.accumulate) return cn::kernels::rows_gemm_accumulate(x, w, acc);
+                cn::kernels::rows_gemm(x, w, b, l.relu);
+            });
             const double lin = time_us([&] {
                 at::Tensor y = at::linear(x, w, b);
                 if (l.relu) y.relu_();
+                if (l.accumulate) acc.add_(y);
             });
             const double tflops = 2.0 * static_cast<double>(m) * l.N * l.K / (rg * 1e-6) / 1e12;
             std::printf("| %s (%lld x %lld) | %lld | %.1f | %.1f | %.2f | %.1f |\n", l.name, static_cast<long long>(l.N),
                         static_cast<long long>(l.K), static_cast<long long>(m), rg, lin, rg / lin, tflops);
             std::fflush(stdout);
         }
+        configs.push_back(std::string(l.name) + ": " + cn::kernels::rows_gemm_config(w, l.bias, l.relu, l.accumulate));
     }
+    std::printf("\nrows_gemm's configurations:\n");
+    for (const std::string& c : configs) std::printf("- %s\n", c.c_str());
     return 0;
 }
