@@ -170,6 +170,17 @@ bool own_kernel_enabled() {
     return !(e && std::string(e) == "0");
 }
 
+// CN_ROWS_GEMM_SEARCH=1 (read when a weight shape is first met; a measuring tool, not for serving: about 20 s per
+// weight shape): a bf16/f16 tier's candidates are its heuristic's first 32 answers and every tile with every custom
+// option of the first answer's algorithm. Measured on the H100 (docs/benchmarks.md, #19 tenth step): 1107-1274
+// configurations per Chronos-2 weight shape and tier, every one with the base's bits; the fastest of them ran single
+// GEMMs up to 16 % faster than the fastest of the heuristic's first eight (ff wo at 8704 rows: 54 against 65 us), but
+// fused calls no faster beyond the run-to-run spread, so the default search stays the heuristic's answers.
+bool full_search() {
+    const char* e = std::getenv("CN_ROWS_GEMM_SEARCH");
+    return e && std::string(e) == "1";
+}
+
 bool tier_enabled(const TierSpec& spec) {
     const char* e = std::getenv(spec.env);  // read when a weight's configurations are chosen (once per weight shape)
     return !(e && std::string(e) == "0");
@@ -287,12 +298,14 @@ bool find_config(at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cu
     return true;
 }
 
-// f32 only: the base configuration's algorithm with each tile it supports (stages, split-K 1 and the rest as the
-// base's), valid for every row count in `check_rows`. cuBLASLt's exact-fp32 kernels (one algorithm, SIMT FMA, a
-// K depth of 8 per stage for every tile) compute each output by the same chain of FMAs over k whatever the tile;
-// each variant is still verified on the probe before it is used.
+// The configuration `base`'s algorithm with each tile it supports (stages, split-K 1 and the rest as the base's),
+// valid for every row count in `check_rows`; with_custom_options: each tile also with every custom option the
+// algorithm takes (bf16/f16 with CN_ROWS_GEMM_SEARCH=1). cuBLASLt's exact-fp32 kernels (one algorithm, SIMT FMA, a K
+// depth of 8 per stage for every tile) compute each output by the same chain of FMAs over k whatever the tile; its
+// Hopper bf16 family (algorithm 66) gave the base's bits with every tile and option on the H100 (1107-1274
+// configurations per shape). Each variant is still verified on the probe before it is used.
 std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cublasLtHandle_t handle,
-                                  std::initializer_list<int64_t> check_rows) {
+                                  std::initializer_list<int64_t> check_rows, bool with_custom_options = false) {
     size_t bytes = 0;
     if (cublasLtMatmulAlgoCapGetAttribute(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
     std::vector<uint32_t> tiles(bytes / sizeof(uint32_t));
@@ -300,14 +313,25 @@ std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t
         cublasLtMatmulAlgoCapGetAttribute(&base.algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS) {
         return {};
     }
+    int32_t max_custom = 0;
+    size_t written = 0;
+    if (with_custom_options && cublasLtMatmulAlgoCapGetAttribute(&base.algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &max_custom,
+                                                                 sizeof(max_custom), &written) != CUBLAS_STATUS_SUCCESS)
+        max_custom = 0;
+    max_custom = std::clamp(max_custom, 0, 15);
     std::vector<Config> out;
     for (uint32_t tile : tiles) {
         if (tile == CUBLASLT_MATMUL_TILE_UNDEFINED) continue;  // would let cuBLASLt pick a tile per problem size
-        Config v = base;
-        if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile)) != CUBLAS_STATUS_SUCCESS)
-            continue;
-        v.workspace = 0;
-        if (valid_for(dt, N, K, ep, handle, v.algo, check_rows, v.workspace, nullptr)) out.push_back(v);
+        for (uint32_t custom = 0; custom <= static_cast<uint32_t>(max_custom); ++custom) {
+            Config v = base;
+            if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile)) != CUBLAS_STATUS_SUCCESS)
+                continue;
+            if (with_custom_options && cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
+                                                                            sizeof(custom)) != CUBLAS_STATUS_SUCCESS)
+                continue;
+            v.workspace = 0;
+            if (valid_for(dt, N, K, ep, handle, v.algo, check_rows, v.workspace, nullptr)) out.push_back(v);
+        }
     }
     return out;
 }
@@ -504,17 +528,21 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
             const std::initializer_list<int64_t> tier_rows = {spec.min_rows, timed_rows, spec.probe_rows,
                                                               std::min<int64_t>(spec.max_rows, 65536)};
             // Candidates: cuBLASLt's first split-K-free answer at the tier's row count (bf16/f16: its first
-            // kHalfCandidates); for f32 also its best answer among split-K-free configurations only (where all its first
-            // answers split K) and the base algorithm's other tiles (bf16/f16 configurations carry options a tile change
-            // would not keep consistent: their heuristic's answers only).
+            // kHalfCandidates, or with CN_ROWS_GEMM_SEARCH=1 its first 32 and every tile and custom option of the first
+            // one's algorithm); for f32 also its best answer among split-K-free configurations only (where all its first
+            // answers split K) and the base algorithm's other tiles.
             std::string unused;
-            std::vector<Config> cands =
-                find_configs(dt, N, K, ep, handle, spec.ref_rows, tier_rows, unused, found, dt == at::kFloat ? 1 : kHalfCandidates);
+            const size_t n_answers = dt == at::kFloat ? 1 : full_search() ? 32 : kHalfCandidates;
+            std::vector<Config> cands = find_configs(dt, N, K, ep, handle, spec.ref_rows, tier_rows, unused, found, n_answers);
             Config h;
             if (dt == at::kFloat) {
                 if (find_config(dt, N, K, ep, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
                     cands.push_back(h);
                 for (const Config& v : tile_variants(c.base, dt, N, K, ep, handle, tier_rows)) cands.push_back(v);
+            } else if (full_search()) {
+                const Config first = cands.empty() ? c.base : cands.front();
+                for (const Config& v : tile_variants(first, dt, N, K, ep, handle, tier_rows, /*with_custom_options=*/true))
+                    cands.push_back(v);
             }
             // The own small-call kernel's variants (bf16/f16, the small tier), where they take the probe's shape (the
             // probe's operands are allocated, hence aligned, like w).

@@ -15,7 +15,8 @@
 // which never changes a bit, does not change between processes either.
 // Choosing takes up to ~0.1 s per weight shape, when the shape is first met outside CUDA graph capture (once per
 // process); any winner gives the base's bits. CN_ROWS_GEMM_SMALL=0 / CN_ROWS_GEMM_MID=0 / CN_ROWS_GEMM_LARGE=0 turn
-// the tiers off. rows_gemm_config() says which a weight uses.
+// the tiers off; CN_ROWS_GEMM_SEARCH=1 makes the bf16/f16 tiers try every tile and custom option of cuBLASLt's answer
+// (a measuring tool: ~20 s per shape). rows_gemm_config() says which a weight uses.
 //   x  [..., K] (any leading shape, any strides; copied to a 16-byte-aligned contiguous matrix when needed)
 //   w  [N, K] contiguous; b [N] or undefined; same dtype (f32: exact fp32 products and sums, no TF32; bf16/f16:
 //      fp32 accumulation, rounded once to the output dtype, the bias added in the epilogue before that rounding)
