@@ -7,7 +7,11 @@
 // - what one SM takes in: each block (one per SM: 160 KB of shared memory) copies 64 KB of its own from L2 into
 //   shared memory 16 times with cp.async (every copy of a pass in flight), with a block on every SM and on 8 SMs; and
 //   the same 1 MB read from a neighbour block's shared memory in a cluster of 4 (distributed shared memory,
-//   ld.shared::cluster). GB/s per SM, %globaltimer around the 16 passes, the mean over the blocks.
+//   ld.shared::cluster). GB/s per SM, %globaltimer around the 16 passes, the mean over the blocks;
+// - what a chain of dependent kernels costs (docs/benchmarks.md #19 tenth step: B=1 is ~125 of them): 256 kernels
+//   that do nothing but wait for their predecessor, in one CUDA graph, with and without programmatic dependent
+//   launch, on 1 block and on one block per SM; and a grid-wide barrier among one block per SM (what a persistent
+//   kernel would pay between phases instead), µs per barrier over 2000.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
@@ -107,6 +111,39 @@ __global__ void __cluster_dims__(4, 1, 1) dsmem(unsigned long long* ns, uint4* s
     sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
+// A kernel of a dependent chain (what B=1 is: ~125 kernels each reading its predecessor's output): waits for the
+// previous kernel (programmatic dependent launch), bumps a counter, lets the next one start.
+__global__ void step(unsigned* counter) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(counter, 1u);
+    asm volatile("griddepcontrol.launch_dependents;");
+}
+
+// Every block of the grid (all co-resident: one per SM) meets at a barrier `rounds` times: arrival on an atomic
+// counter, the last arrival bumps the generation the others spin on (what a persistent per-layer kernel would do
+// between its phases). Block 0 times the rounds with %globaltimer.
+__global__ void barriers(unsigned* count, unsigned* gen, int rounds, unsigned long long* ns) {
+    const unsigned blocks = gridDim.x;
+    __syncthreads();
+    const unsigned long long t0 = gtime();
+    for (int r = 0; r < rounds; ++r) {
+        if (threadIdx.x == 0) {
+            const unsigned g = atomicAdd(gen, 0u);
+            __threadfence();
+            if (atomicAdd(count, 1u) == blocks - 1) {
+                atomicExch(count, 0u);
+                __threadfence();
+                atomicAdd(gen, 1u);
+            } else {
+                while (atomicAdd(gen, 0u) == g) {}
+            }
+            __threadfence();
+        }
+        __syncthreads();
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) *ns = gtime() - t0;
+}
+
 // Copies the cycle count back; exits with a message on any CUDA error (no device, a failed launch).
 static long long fetch(const long long* cyc) {
     long long h = 0;
@@ -167,6 +204,64 @@ int main() {
         }
         dsmem<<<four, 256, kIntakeSmem>>>(ns, sink);
         report("distributed shared memory, a neighbour's in a cluster of 4", four);
+    }
+    // A chain of 256 dependent kernels in one CUDA graph, with and without PDL: µs per kernel (the second replay).
+    unsigned* counter = nullptr;
+    cudaStream_t stream = nullptr;
+    if (cudaMalloc(&counter, 2 * sizeof(unsigned)) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        printf("cn_bench_mma: chain buffers: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    constexpr int kChain = 256;
+    for (int rep = 0; rep < 2; ++rep) {
+        for (int blocks : {1, sms}) {
+            for (int pdl : {0, 1}) {
+                cudaLaunchAttribute attr{};
+                attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+                attr.val.programmaticStreamSerializationAllowed = 1;
+                cudaLaunchConfig_t cfg{};
+                cfg.gridDim = dim3(blocks);
+                cfg.blockDim = dim3(128);
+                cfg.stream = stream;
+                cfg.attrs = &attr;
+                cfg.numAttrs = pdl;
+                cudaGraph_t graph = nullptr;
+                cudaGraphExec_t exec = nullptr;
+                cudaEvent_t a = nullptr, b = nullptr;
+                float ms = 0;
+                bool ok = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+                for (int i = 0; ok && i < kChain; ++i) ok = cudaLaunchKernelEx(&cfg, step, counter) == cudaSuccess;
+                ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok;
+                ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && cudaEventCreate(&a) == cudaSuccess &&
+                     cudaEventCreate(&b) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess &&
+                     cudaEventRecord(a, stream) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess &&
+                     cudaEventRecord(b, stream) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+                     cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+                if (!ok) {
+                    printf("cn_bench_mma: kernel chain: %s\n", cudaGetErrorString(cudaGetLastError()));
+                    return 1;
+                }
+                printf("chain of %d dependent kernels in a CUDA graph, %d blocks of 128, PDL %s: %.2f us per kernel\n", kChain, blocks,
+                       pdl ? "on" : "off", ms * 1000.0f / kChain);
+                cudaEventDestroy(a);
+                cudaEventDestroy(b);
+                cudaGraphExecDestroy(exec);
+                cudaGraphDestroy(graph);
+            }
+        }
+    }
+    // A grid-wide barrier among one block per SM: µs per barrier over 2000 rounds.
+    for (int rep = 0; rep < 2; ++rep) {
+        cudaMemset(counter, 0, 2 * sizeof(unsigned));
+        constexpr int kRounds = 2000;
+        barriers<<<sms, 128>>>(counter, counter + 1, kRounds, ns);
+        unsigned long long t = 0;
+        if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&t, ns, sizeof(t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+            printf("cn_bench_mma: barrier: %s\n", cudaGetErrorString(cudaGetLastError()));
+            return 1;
+        }
+        printf("grid barrier (atomic counter, %d blocks of 128, one per SM): %.2f us per barrier\n", sms, t / 1000.0 / kRounds);
     }
     return 0;
 }
