@@ -172,10 +172,12 @@ bool own_kernel_enabled() {
 
 // CN_ROWS_GEMM_SEARCH=1 (read when a weight shape is first met; a measuring tool, not for serving: about 20 s per
 // weight shape): a bf16/f16 tier's candidates are its heuristic's first 32 answers and every tile with every custom
-// option of the first answer's algorithm. Measured on the H100 (docs/benchmarks.md, #19 tenth step): 1107-1274
-// configurations per Chronos-2 weight shape and tier, every one with the base's bits; the fastest of them ran single
-// GEMMs up to 16 % faster than the fastest of the heuristic's first eight (ff wo at 8704 rows: 54 against 65 us), but
-// fused calls no faster beyond the run-to-run spread, so the default search stays the heuristic's answers.
+// option of the first answer's algorithm (its stages, cluster shape and swizzle kept). Measured on the H100
+// (docs/benchmarks.md, #19 tenth step; with an earlier form that also took the heuristic's answers at 1/4-4x the
+// tier's row count): 1107-1274 configurations per Chronos-2 weight shape and tier, every one with the base's bits;
+// the fastest of them took single GEMMs up to 15 % less time than the fastest of the heuristic's first eight (ff wo
+// at 8704 rows: 54.6 against 64.5 us), but fused calls were no faster beyond the run-to-run spread, so the default
+// search stays the heuristic's answers.
 bool full_search() {
     const char* e = std::getenv("CN_ROWS_GEMM_SEARCH");
     return e && std::string(e) == "1";
@@ -302,8 +304,8 @@ bool find_config(at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cu
 // valid for every row count in `check_rows`; with_custom_options: each tile also with every custom option the
 // algorithm takes (bf16/f16 with CN_ROWS_GEMM_SEARCH=1). cuBLASLt's exact-fp32 kernels (one algorithm, SIMT FMA, a K
 // depth of 8 per stage for every tile) compute each output by the same chain of FMAs over k whatever the tile; its
-// Hopper bf16 family (algorithm 66) gave the base's bits with every tile and option on the H100 (1107-1274
-// configurations per shape). Each variant is still verified on the probe before it is used.
+// Hopper bf16 algorithm (66) gave the base's bits with every tile and option it accepted on the H100 (see
+// full_search). Each variant is still verified on the probe before it is used.
 std::vector<Config> tile_variants(const Config& base, at::ScalarType dt, int64_t N, int64_t K, const Epilogue& ep, cublasLtHandle_t handle,
                                   std::initializer_list<int64_t> check_rows, bool with_custom_options = false) {
     size_t bytes = 0;

@@ -1,8 +1,9 @@
 // The batch-invariant GEMM on Chronos-2 base's linear layers, per row count: kernels/rows_gemm (one pinned cuBLASLt
 // configuration, ReLU in its epilogue) against at::linear (cuBLAS's heuristic per shape, not batch-invariant: the
-// yardstick) followed by an in-place ReLU where the layer has one. Each call is captured 20 times in one CUDA graph;
+// yardstick) followed by an in-place ReLU where the layer has one; the residual layers: rows_gemm_accumulate (the
+// add in the epilogue) against at::linear and an in-place add. Each call is captured 20 times in one CUDA graph;
 // GPU µs per call, median of 15 replays. Not a test: run by hand on a GPU (docs/benchmarks.md).
-//   cn_bench_gemm [bf16|f16|f32]    # prints a Markdown table
+//   cn_bench_gemm [bf16|f16|f32]    # prints a Markdown table, then each weight's rows_gemm configurations
 #include <algorithm>
 #include <cstdio>
 #include <functional>

@@ -11,7 +11,7 @@
 // - what a chain of dependent kernels costs (docs/benchmarks.md #19 tenth step: B=1 is ~125 of them): 256 kernels
 //   that do nothing but wait for their predecessor, in one CUDA graph, with and without programmatic dependent
 //   launch, on 1 block and on one block per SM; and a grid-wide barrier among one block per SM (what a persistent
-//   kernel would pay between phases instead), µs per barrier over 2000.
+//   kernel would pay between phases instead), polled by atomic reads and by acquire loads, µs per barrier over 2000.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
@@ -111,17 +111,25 @@ __global__ void __cluster_dims__(4, 1, 1) dsmem(unsigned long long* ns, uint4* s
     sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
-// A kernel of a dependent chain (what B=1 is: ~125 kernels each reading its predecessor's output): waits for the
-// previous kernel (programmatic dependent launch), bumps a counter, lets the next one start.
+// A kernel of a dependent chain (what B=1 is: ~125 kernels each reading its predecessor's output), in the project's
+// pattern (kernels/cuda_util.cuh): lets the next kernel start, waits for the previous one (programmatic dependent
+// launch), bumps a counter.
 __global__ void step(unsigned* counter) {
+    asm volatile("griddepcontrol.launch_dependents;");
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(counter, 1u);
-    asm volatile("griddepcontrol.launch_dependents;");
 }
 
-// Every block of the grid (all co-resident: one per SM) meets at a barrier `rounds` times: arrival on an atomic
-// counter, the last arrival bumps the generation the others spin on (what a persistent per-layer kernel would do
-// between its phases). Block 0 times the rounds with %globaltimer.
+// Every block of the grid (all co-resident: a cooperative launch of one per SM) meets at a barrier `rounds` times:
+// arrival on an atomic counter, the last arrival bumps the generation the others spin on (what a persistent per-layer
+// kernel would do between its phases). Block 0 times the rounds with %globaltimer. LOADS: the waiting blocks poll the
+// generation with acquire loads; otherwise with atomic reads (atomicAdd of 0).
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+template <bool LOADS>
 __global__ void barriers(unsigned* count, unsigned* gen, int rounds, unsigned long long* ns) {
     const unsigned blocks = gridDim.x;
     __syncthreads();
@@ -135,7 +143,7 @@ __global__ void barriers(unsigned* count, unsigned* gen, int rounds, unsigned lo
                 __threadfence();
                 atomicAdd(gen, 1u);
             } else {
-                while (atomicAdd(gen, 0u) == g) {}
+                while ((LOADS ? load_acquire(gen) : atomicAdd(gen, 0u)) == g) {}
             }
             __threadfence();
         }
@@ -252,16 +260,24 @@ int main() {
         }
     }
     // A grid-wide barrier among one block per SM: µs per barrier over 2000 rounds.
-    for (int rep = 0; rep < 2; ++rep) {
+    for (int rep = 0; rep < 4; ++rep) {
+        const bool loads = rep % 2 == 1;
         cudaMemset(counter, 0, 2 * sizeof(unsigned));
         constexpr int kRounds = 2000;
-        barriers<<<sms, 128>>>(counter, counter + 1, kRounds, ns);
+        int rounds = kRounds;
+        unsigned* gen = counter + 1;
+        void* args[] = {&counter, &gen, &rounds, &ns};
+        // Cooperative: every block resident at once, or the launch fails (no deadlock).
+        const cudaError_t e =
+            cudaLaunchCooperativeKernel(loads ? reinterpret_cast<void*>(barriers<true>) : reinterpret_cast<void*>(barriers<false>),
+                                        dim3(sms), dim3(128), args, 0, nullptr);
         unsigned long long t = 0;
-        if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&t, ns, sizeof(t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        if (e != cudaSuccess || cudaMemcpy(&t, ns, sizeof(t), cudaMemcpyDeviceToHost) != cudaSuccess) {
             printf("cn_bench_mma: barrier: %s\n", cudaGetErrorString(cudaGetLastError()));
             return 1;
         }
-        printf("grid barrier (atomic counter, %d blocks of 128, one per SM): %.2f us per barrier\n", sms, t / 1000.0 / kRounds);
+        printf("grid barrier (atomic counter, polled by %s, %d blocks of 128, one per SM): %.2f us per barrier\n",
+               loads ? "acquire loads" : "atomic reads", sms, t / 1000.0 / kRounds);
     }
     return 0;
 }
