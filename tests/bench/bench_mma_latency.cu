@@ -272,8 +272,9 @@ int main() {
             cudaLaunchCooperativeKernel(loads ? reinterpret_cast<void*>(barriers<true>) : reinterpret_cast<void*>(barriers<false>),
                                         dim3(sms), dim3(128), args, 0, nullptr);
         unsigned long long t = 0;
-        if (e != cudaSuccess || cudaMemcpy(&t, ns, sizeof(t), cudaMemcpyDeviceToHost) != cudaSuccess) {
-            printf("cn_bench_mma: barrier: %s\n", cudaGetErrorString(cudaGetLastError()));
+        const cudaError_t copied = e == cudaSuccess ? cudaMemcpy(&t, ns, sizeof(t), cudaMemcpyDeviceToHost) : e;
+        if (copied != cudaSuccess) {
+            printf("cn_bench_mma: barrier: %s\n", cudaGetErrorString(copied));
             return 1;
         }
         printf("grid barrier (atomic counter, polled by %s, %d blocks of 128, one per SM): %.2f us per barrier\n",
