@@ -534,14 +534,15 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
             // one's algorithm); for f32 also its best answer among split-K-free configurations only (where all its first
             // answers split K) and the base algorithm's other tiles.
             std::string unused;
-            const size_t n_answers = dt == at::kFloat ? 1 : full_search() ? 32 : kHalfCandidates;
+            const bool full = dt != at::kFloat && full_search();
+            const size_t n_answers = dt == at::kFloat ? 1 : full ? 32 : kHalfCandidates;
             std::vector<Config> cands = find_configs(dt, N, K, ep, handle, spec.ref_rows, tier_rows, unused, found, n_answers);
             Config h;
             if (dt == at::kFloat) {
                 if (find_config(dt, N, K, ep, handle, spec.ref_rows, tier_rows, h, unused, found, /*no_reduction=*/true))
                     cands.push_back(h);
                 for (const Config& v : tile_variants(c.base, dt, N, K, ep, handle, tier_rows)) cands.push_back(v);
-            } else if (full_search()) {
+            } else if (full) {
                 const Config first = cands.empty() ? c.base : cands.front();
                 for (const Config& v : tile_variants(first, dt, N, K, ep, handle, tier_rows, /*with_custom_options=*/true))
                     cands.push_back(v);

@@ -16,10 +16,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "kernels/cuda_util.cuh"
+#include "kernels/mma.cuh"
+
+using cn::kernels::cuda::cp_async16;
+using cn::kernels::cuda::cp_async_wait_all;
+using cn::kernels::cuda::pdl_trigger;
+using cn::kernels::cuda::pdl_wait;
+
+// The kernels' own m16n8k16 bf16 step (kernels/mma.cuh).
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    cn::kernels::cuda::mma16816<__nv_bfloat16>(c, a, b0, b1);
 }
 template <int CHAINS>
 __global__ void chain(float* out, long long* cyc, uint32_t seed) {
@@ -63,13 +71,11 @@ __global__ void intake(const uint4* src, unsigned long long* ns) {
     extern __shared__ __align__(16) uint4 buf[];
     constexpr int n = kIntakeBytes / 16;
     const uint4* mine = src + static_cast<size_t>(blockIdx.x) * n;
-    const unsigned d0 = static_cast<unsigned>(__cvta_generic_to_shared(buf));
     __syncthreads();
     const unsigned long long t0 = gtime();
     for (int rep = 0; rep < kIntakeReps; ++rep) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d0 + i * 16), "l"(mine + i));
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        for (int i = threadIdx.x; i < n; i += blockDim.x) cp_async16(buf + i, mine + i);
+        cp_async_wait_all();
         __syncthreads();
     }
     const unsigned long long t1 = gtime();
@@ -115,8 +121,8 @@ __global__ void __cluster_dims__(4, 1, 1) dsmem(unsigned long long* ns, uint4* s
 // pattern (kernels/cuda_util.cuh): lets the next kernel start, waits for the previous one (programmatic dependent
 // launch), bumps a counter.
 __global__ void step(unsigned* counter) {
-    asm volatile("griddepcontrol.launch_dependents;");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    pdl_trigger();
+    pdl_wait();
     if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(counter, 1u);
 }
 
