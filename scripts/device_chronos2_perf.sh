@@ -27,7 +27,8 @@
 #            "CN_CHRONOS2_LANES=1 CN_CHRONOS2_LANES=2"), two passes alternating
 #   ab       the sweep's fused rows (bf16 twice, f32 once) with this tree's library and with a baseline's, alternating,
 #            in one lease: the baseline is this tree with $AB_PATCH (a `git diff BASE` saved under .device/, carried)
-#            applied in reverse, its library built in /tmp/cn_ab_base
+#            applied in reverse, its library built in /tmp/cn_ab_base; with the kernels stage too, rope_attention's
+#            kernel table of both trees, alternating (cn_bench_kernels attention-table)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
 #   [AB_PATCH=.device/x.patch] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows]
@@ -148,7 +149,17 @@ if [[ "$stages" == *" ab "* ]]; then
     if (cd "$base_src" && patch -s -R -p1 <"$root/${AB_PATCH:?AB_PATCH: the baseline diff under .device/}") &&
         cmake -S "$base_src" -B "$base_src/build-gpu" -G Ninja -DCN_PYTHON=python3 -DCN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
             -DCN_NLOHMANN_INCLUDE_DIR="$root/.device/include" -DCN_GTEST_SOURCE_DIR="$root/.device/googletest" >"$out/ab_configure.log" 2>&1 &&
-        cmake --build "$base_src/build-gpu" -j "$(nproc)" --target cutenative >"$out/ab_build.log" 2>&1; then
+        cmake --build "$base_src/build-gpu" -j "$(nproc)" --target cutenative \
+            $([[ "$stages" == *" kernels "* ]] && echo cn_bench_kernels) >"$out/ab_build.log" 2>&1; then
+        if [[ "$stages" == *" kernels "* ]]; then
+            for pass in 1 2; do
+                for side in base new; do
+                    b="$build"; [[ $side == base ]] && b="$base_src/build-gpu"
+                    "$b/tests/cn_bench_kernels" attention-table >"$out/ab_attention_${side}_$pass.md" 2>&1 || rc=1
+                    echo "ab attention kernel, $side, pass $pass:"; grep -E '^\| B=' "$out/ab_attention_${side}_$pass.md"
+                done
+            done
+        fi
         for pass in 1 2; do
             for side in base new; do
                 lib="$build/libcutenative.so"; [[ $side == base ]] && lib="$base_src/build-gpu/libcutenative.so"

@@ -7,6 +7,7 @@
 // (cudaMemcpyAsync device to device, 1 GiB, read + write counted).
 //   cn_bench_kernels            # prints a Markdown table
 //   cn_bench_kernels attention B   # rope_attention's kernel twice on B series (for a profiler), nothing else
+//   cn_bench_kernels attention-table   # rope_attention's table alone (scripts/device_chronos2_perf.sh's ab stage)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -250,6 +251,10 @@ int main(int argc, char** argv) {
         return 0;
     }
     c10::cuda::CUDAGuard guard(c10::Device(c10::kCUDA, 0));
+    if (argc == 2 && std::string(argv[1]) == "attention-table") {
+        attention_table(copy_bandwidth_gbs());
+        return 0;
+    }
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, 0);
     const double copy_gbs = copy_bandwidth_gbs();
