@@ -11,6 +11,8 @@
 #include <atomic>
 #include <string>
 
+#include <cooperative_groups.h>
+
 #include "kernels/cuda_util.cuh"
 #include "kernels/mma.cuh"
 
@@ -33,9 +35,14 @@ constexpr int kStages = 3;     // x stages in flight (K <= 768: all of x at once
 constexpr int kPadBytes = 16;  // per shared-memory row
 constexpr int kMaxWarps = static_cast<int>((kMmaMaxRows + 15) / 16);
 
+// K: the block's own extent of k (K / split with a K split).
 size_t smem_bytes(int cols, int64_t M, int64_t K) {
     const int64_t tiles = (M + 15) / 16, kc = K < kChunk ? K : kChunk;
     return static_cast<size_t>(cols * (2 * K + kPadBytes) + kStages * tiles * 16 * (2 * kc + kPadBytes));
+}
+// With a K split: each block's partial tile beside it, [tiles][cols / 8][32 lanes] float4, read by the cluster's rank 0.
+size_t split_smem_bytes(int cols, int64_t M, int64_t K, int split) {
+    return smem_bytes(cols, M, K / split) + static_cast<size_t>((M + 15) / 16 * (cols / 8) * 32 * 16);
 }
 
 // Fragments of one mma step: A (the warp's 16 rows x 16 k) and B (NT tiles of 8 weight rows x 16 k: b0, b1 of tile 0,
@@ -76,7 +83,10 @@ __device__ __forceinline__ void chunk_steps(float (&acc)[NT][4], const unsigned 
     }
 }
 
-template <class T, int NT, bool BIAS, bool RELU, MmaAdd ADD>
+// SPLIT > 1 (mma_gemm_ksplit, a measuring tool): the grid's y is the K split, a cluster of SPLIT blocks per column
+// group; block y runs the chain over k = y K / SPLIT .. (y + 1) K / SPLIT - 1, and rank 0 adds the others' partial
+// tiles to its own in rank order through distributed shared memory before the epilogue. SPLIT = 1: the candidates.
+template <class T, int NT, bool BIAS, bool RELU, MmaAdd ADD, int SPLIT = 1>
 __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                                   const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -85,8 +95,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __res
     const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
     const int tiles = nthreads / 32;
     const int col0 = blockIdx.x * kCols;
-    const int w_row = K * 2 + kPadBytes;
-    const int x_row = (K < kChunk ? K : kChunk) * 2 + kPadBytes;
+    const int ks = K / SPLIT, kb = SPLIT > 1 ? static_cast<int>(blockIdx.y) * ks : 0;  // this block's k: kb .. kb + ks - 1
+    const int w_row = ks * 2 + kPadBytes;
+    const int x_row = (ks < kChunk ? ks : kChunk) * 2 + kPadBytes;
     unsigned char* const ws = smem;
     unsigned char* const xs = smem + kCols * w_row;
     const int x_stage = tiles * 16 * x_row;
@@ -94,10 +105,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __res
     // The block's weight rows (rows past N as zeros), one commit group; each thread's copies are 16-byte chunks q, q +
     // nthreads, ... of every row (no division in the loop: its index math is most of the copy's instructions).
     {
-        const int per_row = K / 8;
+        const int per_row = ks / 8;
         for (int r = 0; r < kCols; ++r) {
             const bool in = col0 + r < N;
-            const T* const src = w + (in ? static_cast<int64_t>(col0 + r) * K : 0);
+            const T* const src = w + (in ? static_cast<int64_t>(col0 + r) * K + kb : 0);
             unsigned char* const dst = ws + r * w_row;
             for (int q = tid; q < per_row; q += nthreads) cp_async16_zfill(dst + q * 16, src + q * 8, in);
         }
@@ -115,13 +126,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __res
     // Each warp copies its own 16 rows of x (those below M), so after the weights no barrier but the warp's own: chunk c
     // into stage c % kStages, lane q copying the row's 16-byte chunk q (a chunk's row is at most 32 of them); one
     // commit group per chunk.
-    const int chunks = (K + kChunk - 1) / kChunk;
+    const int chunks = (ks + kChunk - 1) / kChunk;
     const int row_end = M - row0 < 16 ? M - row0 : 16;  // >= 1: the block has ceil(M / 16) warps
     auto load_chunk = [&](int c) {
-        const int k0 = c * kChunk, per_row = (K - k0 < kChunk ? K - k0 : kChunk) / 8;
+        const int k0 = c * kChunk, per_row = (ks - k0 < kChunk ? ks - k0 : kChunk) / 8;
         if (lane < per_row) {
             unsigned char* dst = xs + (c % kStages) * x_stage + row0 * x_row + lane * 16;
-            const T* src = x + static_cast<int64_t>(row0) * K + k0 + lane * 8;
+            const T* src = x + static_cast<int64_t>(row0) * K + kb + k0 + lane * 8;
             for (int r = 0; r < row_end; ++r, dst += x_row, src += K) cp_async16(dst, src);
         }
     };
@@ -148,7 +159,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __res
         }
         const unsigned char* const xa = xs + (c % kStages) * x_stage + a_off;
         const unsigned char* const wb = ws + b_off + c * kChunk * 2;
-        const int steps = (K - c * kChunk < kChunk ? K - c * kChunk : kChunk) / 16;
+        const int steps = (ks - c * kChunk < kChunk ? ks - c * kChunk : kChunk) / 16;
         if (steps == kChunk / 16) {
             chunk_steps<T, NT, kChunk / 16>(acc, xa, wb, w_row, steps);
         } else {
@@ -157,6 +168,29 @@ __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __res
         __syncwarp();  // the warp is done with stage c % kStages
         if (c + kStages < chunks) load_chunk(c + kStages);
         cp_async_commit();
+    }
+    if constexpr (SPLIT > 1) {
+        // The partial tiles, added by rank 0 in rank order: ((p0 + p1) + p2) + ... (every block reaches both syncs).
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        float4* const red = reinterpret_cast<float4*>(xs + kStages * x_stage) + warp * NT * 32 + lane;
+        const unsigned rank = cluster.block_rank();
+        if (rank != 0) {
+#pragma unroll
+            for (int n = 0; n < NT; ++n) red[n * 32] = make_float4(acc[n][0], acc[n][1], acc[n][2], acc[n][3]);
+        }
+        cluster.sync();
+        if (rank == 0) {
+            for (int r = 1; r < SPLIT; ++r) {
+                const float4* const other = cluster.map_shared_rank(red, r);
+#pragma unroll
+                for (int n = 0; n < NT; ++n) {
+                    const float4 v = other[n * 32];
+                    acc[n][0] += v.x, acc[n][1] += v.y, acc[n][2] += v.z, acc[n][3] += v.w;
+                }
+            }
+        }
+        cluster.sync();  // the others' tiles stay until rank 0 has read them
+        if (rank != 0) return;
     }
 
     // Epilogue: columns 2t, 2t + 1 of each n tile, rows g and g + 8 of the warp's tile.
@@ -196,6 +230,51 @@ void launch(const void* x, const void* w, const void* bias, void* out, int M, in
     const dim3 grid((N + 8 * NT - 1) / (8 * NT));
     cuda::launch_pdl(kernel, grid, dim3(32 * ((M + 15) / 16)), smem, stream, static_cast<const T*>(x), static_cast<const T*>(w),
                      static_cast<const T*>(bias), static_cast<T*>(out), M, N, K);
+}
+
+// mma_gemm_ksplit's launch: a cluster of SPLIT blocks along y per column group, with programmatic dependent launch.
+template <class T, int NT, MmaAdd ADD, int SPLIT>
+void launch_split(const void* x, const void* w, void* out, int M, int N, int K, cudaStream_t stream) {
+    auto kernel = mma_rows_kernel<T, NT, false, false, ADD, SPLIT>;
+    const size_t smem = split_smem_bytes(8 * NT, M, K, SPLIT);
+    auto check = [](cudaError_t e) {
+        if (e != cudaSuccess) ::cn::fail(::cn::Status::kInternal, std::string("rows_gemm_mma (K split): ") + cudaGetErrorString(e));
+    };
+    if (smem > 48 * 1024) check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3((N + 8 * NT - 1) / (8 * NT), SPLIT);
+    cfg.blockDim = dim3(32 * ((M + 15) / 16));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = SPLIT;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = cuda::pdl_enabled() ? 1 : 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 2;
+    check(cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(nullptr),
+                             static_cast<T*>(out), M, N, K));
+}
+
+template <class T, int NT, MmaAdd ADD>
+void dispatch_split(const void* x, const void* w, void* out, int M, int N, int K, int split, cudaStream_t s) {
+    if (split == 2) return launch_split<T, NT, ADD, 2>(x, w, out, M, N, K, s);
+    return launch_split<T, NT, ADD, 4>(x, w, out, M, N, K, s);
+}
+
+template <class T>
+void dispatch_split_cols(const void* x, const void* w, void* out, int M, int N, int K, bool add, int cols, int split, cudaStream_t s) {
+    if (add) {
+        if (cols == 8) return dispatch_split<T, 1, MmaAdd::kAddRounded>(x, w, out, M, N, K, split, s);
+        if (cols == 16) return dispatch_split<T, 2, MmaAdd::kAddRounded>(x, w, out, M, N, K, split, s);
+        return dispatch_split<T, 4, MmaAdd::kAddRounded>(x, w, out, M, N, K, split, s);
+    }
+    if (cols == 8) return dispatch_split<T, 1, MmaAdd::kNone>(x, w, out, M, N, K, split, s);
+    if (cols == 16) return dispatch_split<T, 2, MmaAdd::kNone>(x, w, out, M, N, K, split, s);
+    return dispatch_split<T, 4, MmaAdd::kNone>(x, w, out, M, N, K, split, s);
 }
 
 template <class T, int NT>
@@ -239,6 +318,20 @@ bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, co
     return (cols == 8 || cols == 16 || cols == 32) && (dt == c10::kBFloat16 || dt == c10::kHalf) && M >= 1 && M <= kMmaMaxRows && N >= 8 &&
            N % 8 == 0 && N < (int64_t{1} << 30) && K >= 16 && K % 16 == 0 && K <= 65536 && smem_bytes(cols, M, K) <= max_smem() &&
            aligned16(x) && aligned16(w) && aligned16(out);
+}
+
+bool mma_ksplit_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, int split, const void* x, const void* w,
+                      const void* out) {
+    return dt == c10::kBFloat16 && (split == 2 || split == 4) && K % (16 * split) == 0 && mma_takes(dt, M, N, K / split, cols, x, w, out) &&
+           split_smem_bytes(cols, M, K, split) <= max_smem();
+}
+
+void mma_gemm_ksplit(c10::ScalarType dt, const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, MmaAdd add, int cols,
+                     int split, cudaStream_t stream) {
+    if (!mma_ksplit_takes(dt, M, N, K, cols, split, x, w, out))
+        ::cn::fail(::cn::Status::kInternal, "rows_gemm_mma (K split): operands it does not take");
+    const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+    dispatch_split_cols<__nv_bfloat16>(x, w, out, m, n, k, add == MmaAdd::kAddRounded, cols, split, stream);
 }
 
 void mma_gemm(c10::ScalarType dt, const void* x, const void* w, const void* bias, void* out, int64_t M, int64_t N, int64_t K, bool relu,

@@ -45,4 +45,14 @@ bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, co
 void mma_gemm(c10::ScalarType dt, const void* x, const void* w, const void* bias, void* out, int64_t M, int64_t N, int64_t K, bool relu,
               MmaAdd add, int cols, cudaStream_t stream);
 
+// A measuring tool, not a candidate (#19, `cn_bench_gemm ksplit`; bf16 only): the same kernel with K split over a
+// cluster of `split` (2 or 4) blocks per column group, each running the chain over its k range, rank 0 adding the others'
+// partial tiles in rank order (((p0 + p1) + p2) + p3) through distributed shared memory before the epilogue (none,
+// or kAddRounded). Its outputs are not cuBLASLt's bits (the chain is cut), so rows_gemm never uses it: it measures
+// what a K split fixed for every row count would buy small calls (docs/benchmarks.md, eleventh step).
+bool mma_ksplit_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, int split, const void* x, const void* w,
+                      const void* out);
+void mma_gemm_ksplit(c10::ScalarType dt, const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, MmaAdd add, int cols,
+                     int split, cudaStream_t stream);
+
 }  // namespace cn::kernels::rows_gemm_detail

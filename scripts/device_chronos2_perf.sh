@@ -4,6 +4,8 @@
 #   tests    the kernel GPU tests, the Chronos-2 C-ABI GPU tests with the attention kernel on (default) and off, the
 #            batch-invariance test with rows_gemm's row-count tiers off, and the Chronos-2 GPU tests with one lane
 #   gemm     cn_bench_gemm bf16: rows_gemm against at::linear per row count
+#   ksplit   cn_bench_gemm ksplit: small calls with rows_gemm's choice, the own kernel, and the own kernel with K split
+#            over a cluster (a measuring tool, kernels/rows_gemm_mma.h)
 #   f32      rows_gemm's f32 configurations (the kernel test's lines), cn_bench_gemm f32, and the sweep's fused f32
 #            row with the default GEMMs and with one per series (CN_ROWS_GEMM=0)
 #   sweep    the batch sweep (B = 1..1024, context 512, H=16): the reference and cutenative rows, and fused bf16
@@ -31,7 +33,7 @@
 #            kernel table of both trees, alternating (cn_bench_kernels attention-table)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   [AB_PATCH=.device/x.patch] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [f32] [sweep] [sweepfused] [rows]
+#   [AB_PATCH=.device/x.patch] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [ksplit] [f32] [sweep] [sweepfused] [rows]
 #       [fused] [large] [small] [refrows] [kernels] [mma] [ncuattn] [variants] [ab] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -95,6 +97,7 @@ if [[ "$stages" == *" variants "* ]]; then
     done
 fi
 if [[ "$stages" == *" gemm "* ]]; then "$build/tests/cn_bench_gemm" bf16 >"$out/gemm_bf16.md"; cat "$out/gemm_bf16.md"; fi
+if [[ "$stages" == *" ksplit "* ]]; then "$build/tests/cn_bench_gemm" ksplit >"$out/ksplit.md" 2>&1 || rc=1; cat "$out/ksplit.md"; fi
 if [[ "$stages" == *" f32 "* ]]; then
     "$build/tests/test_kernels_gpu" --gtest_filter='RowsGemmGpu.*' >"$out/rows_gemm_configs.log" 2>&1 || rc=1
     echo "rows_gemm configurations (f32 first):"; grep -E 'algo|PASSED|FAILED' "$out/rows_gemm_configs.log" | head -20

@@ -234,4 +234,59 @@ TEST(RowsGemmGpu, OwnSmallCallKernelIsRowInvariantAndCloseToFp64) {
 #endif
 }
 
+// rows_gemm_mma.h's measuring tool: the own kernel with K split over a cluster. Every variant gives the same bits,
+// a row's output does not depend on the rows around it, the accumulating epilogue is the product rounded then added,
+// and all are close to fp64.
+TEST(RowsGemmGpu, KSplitMeasuringToolIsRowInvariantAndCloseToFp64) {
+#ifndef CN_WITH_CUDA
+    GTEST_SKIP() << "SKIPPED: built without CUDA";
+#else
+    if (!at::hasCUDA()) GTEST_SKIP() << "SKIPPED: no CUDA device";
+    namespace rg = cn::kernels::rows_gemm_detail;
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+    const at::ScalarType dtype = at::kBFloat16;
+    const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+    for (const auto& [N, K] : {std::pair<int64_t, int64_t>{768, 3072}, {2304, 768}, {40, 128}}) {
+        SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
+        at::manual_seed(4);
+        const at::Tensor w = (at::randn({N, K}, opts.dtype(at::kFloat)) / std::sqrt(static_cast<double>(K))).to(dtype);
+        const at::Tensor x = at::randn({68, K}, opts.dtype(at::kFloat)).to(dtype);
+        const at::Tensor c = at::randn({68, N}, opts.dtype(at::kFloat)).to(dtype);
+        const at::Tensor ref = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t()).cpu();
+        for (int split : {2, 4}) {
+            at::Tensor first;  // the first variant's 68 rows
+            for (int cols : rg::kMmaColVariants) {
+                SCOPED_TRACE("split " + std::to_string(split) + ", " + std::to_string(cols) + " columns");
+                auto run = [&](int64_t row0, int64_t rows, rg::MmaAdd add) {
+                    at::Tensor out = add == rg::MmaAdd::kNone ? at::empty({rows, N}, opts) : c.slice(0, row0, row0 + rows).clone();
+                    const at::Tensor xs = x.slice(0, row0, row0 + rows).clone();
+                    if (!rg::mma_ksplit_takes(dtype, rows, N, K, cols, split, xs.const_data_ptr(), w.const_data_ptr(),
+                                              out.const_data_ptr()))
+                        return at::Tensor();
+                    rg::mma_gemm_ksplit(dtype, xs.const_data_ptr(), w.const_data_ptr(), out.data_ptr(), rows, N, K, add, cols, split,
+                                        stream);
+                    return out.cpu();
+                };
+                const at::Tensor all = run(0, 68, rg::MmaAdd::kNone);
+                if (!all.defined()) continue;  // shared memory: a device with less may refuse the widest
+                if (!first.defined()) first = all;
+                EXPECT_EQ(std::memcmp(all.const_data_ptr(), first.const_data_ptr(), all.nbytes()), 0) << "the variants differ";
+                for (const auto& [row0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {5, 17}, {34, 34}}) {
+                    const at::Tensor got = run(row0, rows, rg::MmaAdd::kNone);
+                    ASSERT_TRUE(got.defined());
+                    EXPECT_EQ(
+                        std::memcmp(got.const_data_ptr(), all.slice(0, row0, row0 + rows).contiguous().const_data_ptr(), got.nbytes()), 0)
+                        << rows << " rows from " << row0;
+                }
+                const double err = (all.to(at::kDouble) - ref).abs().max().item<double>();
+                EXPECT_LT(err, 1e-2 * ref.abs().max().item<double>()) << "max abs error " << err;
+                const at::Tensor added = run(0, 68, rg::MmaAdd::kAddRounded), two = (c.cpu() + all).contiguous();
+                EXPECT_EQ(std::memcmp(added.const_data_ptr(), two.const_data_ptr(), two.nbytes()), 0) << "the accumulating epilogue";
+            }
+            EXPECT_TRUE(first.defined()) << "no variant took the operands";
+        }
+    }
+#endif
+}
+
 }  // namespace
