@@ -135,7 +135,9 @@ struct TierSpec {
 };
 // bf16/f16: the base (544 rows) serves 69-1088 rows.
 constexpr TierSpec kHalfTiers[] = {
-    {1, 68, 34, 68, "CN_ROWS_GEMM_SMALL"},                // 1 or 2 series of Chronos-2 at context 512 (at 136 rows the base is faster)
+    {1, 34, 34, 68, "CN_ROWS_GEMM_SMALL"},  // one series of Chronos-2 at context 512 (verified on 68 rows, timed on 34)
+    {35, 68, 68, 68,
+     "CN_ROWS_GEMM_SMALL"},  // two series (with one 1-68 tier chosen at 34 rows, FF out ran 10.7 us on 68: #19 eleventh step)
     {69, 1088, 544, 544, "CN_ROWS_GEMM_MID"},             // 3-32 series: the base's own range, its heuristic's other answers
     {1089, 4095, 2176, 2176, "CN_ROWS_GEMM_MID"},         // 33-120 series
     {4096, INT64_MAX, 8704, 8704, "CN_ROWS_GEMM_LARGE"},  // 121 series and more; 8704 rows: a full batch of 256 series

@@ -30,7 +30,8 @@
 #   ab       the sweep's fused rows (bf16 twice, f32 once) with this tree's library and with a baseline's, alternating,
 #            in one lease: the baseline is this tree with $AB_PATCH (a `git diff BASE` saved under .device/, carried)
 #            applied in reverse, its library built in /tmp/cn_ab_base; with the kernels stage too, rope_attention's
-#            kernel table of both trees, alternating (cn_bench_kernels attention-table)
+#            kernel table of both trees, alternating (cn_bench_kernels attention-table); $AB_BATCHES: the sweep's batch
+#            sizes for its rows (comma-separated; default the sweep's own)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
 #   [AB_PATCH=.device/x.patch] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [ksplit] [f32] [sweep] [sweepfused] [rows]
@@ -168,7 +169,7 @@ if [[ "$stages" == *" ab "* ]]; then
                 lib="$build/libcutenative.so"; [[ $side == base ]] && lib="$base_src/build-gpu/libcutenative.so"
                 rows=cn-fused-bf16; [[ $pass == 2 ]] && rows=cn-fused-bf16,cn-fused-f32
                 python3 "$root/scripts/bench_chronos2.py" --lib "$lib" --checkpoint "$ck" --workloads s --rows $rows \
-                    --dump-outputs "$out/ab_dump_${side}_$pass" --out "$out/ab_${side}_$pass.md" >"$out/ab_${side}_$pass.log" 2>&1 || rc=1
+                    ${AB_BATCHES:+--sweep-batches "$AB_BATCHES"} --dump-outputs "$out/ab_dump_${side}_$pass" --out "$out/ab_${side}_$pass.md" >"$out/ab_${side}_$pass.log" 2>&1 || rc=1
                 echo "ab $side, pass $pass:"; sed -n '/^| B | runs/,/^$/p' "$out/ab_${side}_$pass.md"
             done
         done

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                             {"head out", 336, 3072, true, false},
                             {"attention o + residual", 768, 768, false, false, true},
                             {"ff wo + residual", 768, 3072, false, false, true}};
-    const int64_t rows[] = {34, 136, 544, 2176, 8704, 34816};
+    const int64_t rows[] = {34, 68, 136, 544, 2176, 8704, 34816};
     const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
     std::printf("device: %s, dtype %s; GPU us per call (CUDA graph of %d calls, median of 15 replays)\n\n", prop->name, which.c_str(),
                 kReps);
