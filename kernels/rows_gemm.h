@@ -5,12 +5,12 @@
 // products therefore run the same instructions in the same K order whether the call has 34 rows or 34,000, so
 // a series' result is bit-identical whatever other series share its call (the batch invariance Chronos-2's
 // server merging relies on), with one launch per linear layer instead of one per series.
-// Row-count tiers may run other configurations (bf16/f16: calls of 1-34, 35-68, 69-1088, 1089-4095 and 4096+ rows,
-// the candidates up to eight of cuBLASLt's answers for 34, 68, 544, 2176 and 8704 rows; f32: 1-68, 69-1088, 1089-4095,
+// Row-count tiers may run other configurations (bf16/f16: calls of 1-34, 35-68, 69-272, 273-1088, 1089-4095 and 4096+
+// rows, the candidates up to eight of cuBLASLt's answers for 34, 68, 136, 544, 2176 and 8704 rows; f32: 1-68, 69-1088, 1089-4095,
 // 4096-16383 and 16384+, its answer for 34, 544, 2176, 8192 and 32768 rows and the base algorithm with each of its
 // other tiles), but only ones that gave bit-identical outputs to the base configuration on a probe at choice time
 // (tile and raster differ, the K order of a row's dot products does not) and ran at least 5 % faster than the base
-// when timed at the tier's own row count (min(chosen-for, probe): 34, 68, 544, 2176, 8704, ...; short GEMMs timed inside
+// when timed at the tier's own row count (min(chosen-for, probe): 34, 68, 136, 544, 2176, 8704, ...; short GEMMs timed inside
 // a CUDA graph, as fused mode runs them), the fastest such one winning. A near-tie stays on the base, so the choice,
 // which never changes a bit, does not change between processes either.
 // Choosing takes up to ~0.1 s per weight shape, when the shape is first met outside CUDA graph capture (once per
