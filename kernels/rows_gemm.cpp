@@ -166,7 +166,7 @@ Tiers tiers_for(at::ScalarType dt) {
 }
 static_assert(sizeof(kFloatTiers) / sizeof(kFloatTiers[0]) <= kMaxTiers && sizeof(kHalfTiers) / sizeof(kHalfTiers[0]) <= kMaxTiers);
 
-// Whether the small tier may offer rows_gemm's own kernel as a candidate: yes unless CN_ROWS_GEMM_OWN=0 (read when a
+// Whether the small tiers (up to kMmaMaxRows rows) may offer rows_gemm's own kernel as a candidate: yes unless CN_ROWS_GEMM_OWN=0 (read when a
 // weight shape is first met; for measuring: any candidate that is used gives the base's bits).
 bool own_kernel_enabled() {
     const char* e = std::getenv("CN_ROWS_GEMM_OWN");
@@ -550,7 +550,7 @@ const Choice& choose(const at::Tensor& w, const Epilogue& ep, cublasLtHandle_t h
                 for (const Config& v : tile_variants(first, dt, N, K, ep, handle, tier_rows, /*with_custom_options=*/true))
                     cands.push_back(v);
             }
-            // The own small-call kernel's variants (bf16/f16, the small tier), where they take the probe's shape (the
+            // The own small-call kernel's variants (bf16/f16, the small tiers), where they take the probe's shape (the
             // probe's operands are allocated, hence aligned, like w).
             for (int cols : rows_gemm_detail::kMmaColVariants) {
                 if (dt != at::kFloat && spec.max_rows <= rows_gemm_detail::kMmaMaxRows && own_kernel_enabled() &&

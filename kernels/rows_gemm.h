@@ -11,10 +11,11 @@
 // other tiles), but only ones that gave bit-identical outputs to the base configuration on a probe at choice time
 // (tile and raster differ, the K order of a row's dot products does not) and ran at least 5 % faster than the base
 // when timed at the tier's own row count (min(chosen-for, probe): 34, 68, 136, 544, 2176, 8704, ...; short GEMMs timed inside
-// a CUDA graph, as fused mode runs them), the fastest such one winning. A near-tie stays on the base, so the choice,
-// which never changes a bit, does not change between processes either.
-// Choosing takes up to ~0.1 s per weight shape, when the shape is first met outside CUDA graph capture (once per
-// process); any winner gives the base's bits. CN_ROWS_GEMM_SMALL=0 / CN_ROWS_GEMM_MID=0 / CN_ROWS_GEMM_LARGE=0 turn
+// a CUDA graph, as fused mode runs them), the fastest such one winning. A near-tie with the base stays on the base;
+// among faster candidates the timing of this process decides, so the configuration (never a bit) may differ between
+// processes (docs/benchmarks.md, #19 eleventh step: two H100 processes chose different tiles at 544 rows).
+// Choosing took up to ~0.1 s per weight shape with four bf16 tiers (six now; not measured again), when the shape is
+// first met outside CUDA graph capture (once per process); any winner gives the base's bits. CN_ROWS_GEMM_SMALL=0 / CN_ROWS_GEMM_MID=0 / CN_ROWS_GEMM_LARGE=0 turn
 // the tiers off; CN_ROWS_GEMM_SEARCH=1 makes the bf16/f16 tiers try every tile and custom option of cuBLASLt's answer
 // (a measuring tool: ~20 s per shape). rows_gemm_config() says which a weight uses.
 //   x  [..., K] (any leading shape, any strides; copied to a 16-byte-aligned contiguous matrix when needed)

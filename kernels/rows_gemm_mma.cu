@@ -170,6 +170,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __res
         cp_async_commit();
     }
     if constexpr (SPLIT > 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+        __trap();  // clusters are sm_90's: mma_ksplit_takes refuses older devices
+#else
         // The partial tiles, added by rank 0 in rank order: ((p0 + p1) + p2) + ... (every block reaches both syncs).
         cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
         float4* const red = reinterpret_cast<float4*>(xs + kStages * x_stage) + warp * NT * 32 + lane;
@@ -191,6 +194,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) mma_rows_kernel(const T* __res
         }
         cluster.sync();  // the others' tiles stay until rank 0 has read them
         if (rank != 0) return;
+#endif
     }
 
     // Epilogue: columns 2t, 2t + 1 of each n tile, rows g and g + 8 of the warp's tile.
@@ -322,6 +326,10 @@ bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, co
 
 bool mma_ksplit_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, int split, const void* x, const void* w,
                       const void* out) {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        major < 9)
+        return false;  // thread-block clusters
     return dt == c10::kBFloat16 && (split == 2 || split == 4) && K % (16 * split) == 0 && mma_takes(dt, M, N, K / split, cols, x, w, out) &&
            split_smem_bytes(cols, M, K, split) <= max_smem();
 }

@@ -1,4 +1,4 @@
-// rows_gemm_mma — candidate configurations for rows_gemm's calls of few rows (its small tier), kernels of cutenative's
+// rows_gemm_mma — candidate configurations for rows_gemm's calls of few rows (its small tiers, 1-34 and 35-68 rows), kernels of cutenative's
 // own instead of cuBLASLt's: out [M, N] = x [M, K] W^T for M <= kMmaMaxRows on tensor cores (mma.sync m16n8k16, bf16
 // or f16 operands, fp32 accumulation). Each output element is one chain of mma steps over k = 0, 16, 32, ... in
 // order, no split-K, so its arithmetic is a function of its own row and column alone; a variant is only a candidate:
@@ -25,7 +25,7 @@
 
 namespace cn::kernels::rows_gemm_detail {
 
-constexpr int64_t kMmaMaxRows = 80;  // five tiles of 16 rows (rows_gemm's small tier: 1-68)
+constexpr int64_t kMmaMaxRows = 80;  // five tiles of 16 rows (rows_gemm's small tiers: 1-68 rows)
 // The variants: output columns per block.
 constexpr int kMmaColVariants[] = {8, 16, 32};
 
@@ -45,7 +45,7 @@ bool mma_takes(c10::ScalarType dt, int64_t M, int64_t N, int64_t K, int cols, co
 void mma_gemm(c10::ScalarType dt, const void* x, const void* w, const void* bias, void* out, int64_t M, int64_t N, int64_t K, bool relu,
               MmaAdd add, int cols, cudaStream_t stream);
 
-// A measuring tool, not a candidate (#19, `cn_bench_gemm ksplit`; bf16 only): the same kernel with K split over a
+// A measuring tool, not a candidate (#19, `cn_bench_gemm ksplit`; bf16 only, sm_90 and later: clusters): the same kernel with K split over a
 // cluster of `split` (2 or 4) blocks per column group, each running the chain over its k range, rank 0 adding the others'
 // partial tiles in rank order (((p0 + p1) + p2) + p3) through distributed shared memory before the epilogue (none,
 // or kAddRounded). Its outputs are not cuBLASLt's bits (the chain is cut), so rows_gemm never uses it: it measures

@@ -30,11 +30,12 @@
 #   ab       the sweep's fused rows (bf16 twice, f32 once) with this tree's library and with a baseline's, alternating,
 #            in one lease: the baseline is this tree with $AB_PATCH (a `git diff BASE` saved under .device/, carried)
 #            applied in reverse, its library built in /tmp/cn_ab_base; with the kernels stage too, rope_attention's
-#            kernel table of both trees, alternating (cn_bench_kernels attention-table); $AB_BATCHES: the sweep's batch
-#            sizes for its rows (comma-separated; default the sweep's own)
+#            kernel table of both trees, alternating (cn_bench_kernels attention-table; a baseline older than 5df2a64
+#            prints its whole table instead); $AB_BATCHES: the sweep's batch sizes for its rows (comma-separated;
+#            default the sweep's own)
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
-#   [AB_PATCH=.device/x.patch] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [ksplit] [f32] [sweep] [sweepfused] [rows]
+#   [AB_PATCH=.device/x.patch] [AB_BATCHES=2,4] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [ksplit] [f32] [sweep] [sweepfused] [rows]
 #       [fused] [large] [small] [refrows] [kernels] [mma] [ncuattn] [variants] [ab] [profile] [profile32] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,5 +1,5 @@
 // GPU (ctest label "gpu"): kernels/rows_gemm.h. Every output row is bit-identical whatever the number of rows in
-// the call (the same rows computed in calls of 1, 34, 36, 68, 74, 2176, 8708 and 34,822 rows, at different offsets: every
+// the call (the same rows computed in calls of 1, 34, 36, 68, 74, 550, 2176, 8708 and 34,822 rows, at different offsets: every
 // row-count tier of both dtypes), and close to an fp64 reference (f32: fp32 products and sums, no TF32; bf16: fp32 accumulation,
 // one rounding). The Chronos-2 base shapes (K 48 / 768 / 3072, N 768 / 2304 / 3072), with and without bias, with and
 // without the ReLU epilogue.
@@ -52,7 +52,8 @@ TEST(RowsGemmGpu, RowsAreBitIdenticalForEveryRowCountAndCloseToFp64) {
             const at::Tensor rows = at::randn({34, s.K}, opts.dtype(at::kFloat)).to(dtype);  // the rows under test
             const at::Tensor alone = cn::kernels::rows_gemm(rows, w, b, s.relu).cpu();
             std::printf("  %s\n", cn::kernels::rows_gemm_config(w, s.bias, s.relu).c_str());
-            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{34}, int64_t{34 * 63}, int64_t{34 * 255}, int64_t{34 * 1023}}) {
+            for (int64_t before :
+                 {int64_t{0}, int64_t{1}, int64_t{34}, int64_t{34 * 15}, int64_t{34 * 63}, int64_t{34 * 255}, int64_t{34 * 1023}}) {
                 const at::Tensor pre = at::randn({before, s.K}, opts.dtype(at::kFloat)).to(dtype);
                 const at::Tensor post = at::randn({before % 7, s.K}, opts.dtype(at::kFloat)).to(dtype);
                 const at::Tensor x = at::cat({pre, rows, post}, 0);
@@ -100,9 +101,9 @@ TEST(RowsGemmGpu, AccumulateIsBatchInvariantAndMatchesTheSeparateAdd) {
             cn::kernels::rows_gemm_accumulate(rows, w, alone);
             alone = alone.cpu();
             std::printf("  accumulate: %s\n", cn::kernels::rows_gemm_config(w, false, false, true).c_str());
-            // Calls of 34, 35, 102, 1122, 2176, 4114, 8704 and 34816 rows: every tier, inside and at its probe size.
-            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{68}, int64_t{34 * 32}, int64_t{34 * 63}, int64_t{34 * 120},
-                                   int64_t{34 * 255}, int64_t{34 * 1023}}) {
+            // Calls of 34, 35, 102, 544, 1122, 2176, 4114, 8704 and 34816 rows: every tier, inside and at its probe size.
+            for (int64_t before : {int64_t{0}, int64_t{1}, int64_t{68}, int64_t{34 * 15}, int64_t{34 * 32}, int64_t{34 * 63},
+                                   int64_t{34 * 120}, int64_t{34 * 255}, int64_t{34 * 1023}}) {
                 const at::Tensor x = at::cat({at::randn({before, K}, opts.dtype(at::kFloat)).to(dtype), rows}, 0);
                 at::Tensor out = at::cat({at::randn({before, N}, opts.dtype(at::kFloat)).to(dtype), c}, 0);
                 cn::kernels::rows_gemm_accumulate(x, w, out);
@@ -284,6 +285,23 @@ TEST(RowsGemmGpu, KSplitMeasuringToolIsRowInvariantAndCloseToFp64) {
                 EXPECT_EQ(std::memcmp(added.const_data_ptr(), two.const_data_ptr(), two.nbytes()), 0) << "the accumulating epilogue";
             }
             EXPECT_TRUE(first.defined()) << "no variant took the operands";
+        }
+    }
+    // What it refuses: f16, a split other than 2 or 4, K not a multiple of 16 x split; and, with the H100's 227 KB per
+    // block, only the widest variant split in two at K = 3072 (235,776 bytes).
+    int device = 0, smem_optin = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+    const at::Tensor w = at::zeros({768, 3072}, opts), x = at::zeros({68, 3072}, opts), out = at::zeros({68, 768}, opts);
+    const void *xp = x.const_data_ptr(), *wp = w.const_data_ptr(), *op = out.const_data_ptr();
+    EXPECT_FALSE(rg::mma_ksplit_takes(at::kHalf, 68, 768, 3072, 16, 2, xp, wp, op));
+    EXPECT_FALSE(rg::mma_ksplit_takes(dtype, 68, 768, 3072, 16, 3, xp, wp, op));
+    EXPECT_FALSE(rg::mma_ksplit_takes(dtype, 68, 768, 48, 16, 2, xp, wp, op));
+    if (smem_optin >= 227 * 1024) {
+        for (int split : {2, 4}) {
+            for (int cols : rg::kMmaColVariants)
+                EXPECT_EQ(rg::mma_ksplit_takes(dtype, 68, 768, 3072, cols, split, xp, wp, op), !(split == 2 && cols == 32))
+                    << "split " << split << ", " << cols << " columns";
         }
     }
 #endif
