@@ -118,22 +118,37 @@ inline bool pdl_enabled() {
     return on;
 }
 
-// Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation allowed (see
-// pdl_wait); in a captured graph the dependency becomes a programmatic edge.
+// Launches kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of `cluster` blocks (sm_90; none
+// when it is 1 x 1 x 1) with programmatic stream serialisation allowed (see pdl_wait); in a captured graph the
+// dependency becomes a programmatic edge.
 template <class... Params, class... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, size_t smem, cudaStream_t stream, Args&&... args) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (pdl_enabled()) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster.x;
+        attr[n].val.clusterDim.y = cluster.y;
+        attr[n++].val.clusterDim.z = cluster.z;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = n;
     const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
     if (err != cudaSuccess) ::cn::fail(::cn::Status::kInternal, std::string("kernel launch: ") + cudaGetErrorString(err));
+}
+// The same without clusters.
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+    launch_pdl_cluster(kernel, grid, block, dim3(1, 1, 1), smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace cn::kernels::cuda

@@ -135,12 +135,14 @@ struct TierSpec {
 };
 // bf16/f16: the base is chosen at 544 rows.
 constexpr TierSpec kHalfTiers[] = {
-    {1, 34, 34, 68, "CN_ROWS_GEMM_SMALL"},  // one series of Chronos-2 at context 512 (verified on 68 rows, timed on 34)
-    {35, 68, 68, 68,
-     "CN_ROWS_GEMM_SMALL"},  // two series (with one 1-68 tier chosen at 34 rows, FF out ran 10.7 us on 68: #19 eleventh step)
-    {69, 272, 136, 136, "CN_ROWS_GEMM_MID"},       // 3-8 series (with one 69-1088 tier chosen at 544 rows, time QKV ran 5.8 us on 136)
-    {273, 1088, 544, 544, "CN_ROWS_GEMM_MID"},     // 9-32 series: the base's own row count, its heuristic's other answers
-    {1089, 4095, 2176, 2176, "CN_ROWS_GEMM_MID"},  // 33-120 series
+    // One series of Chronos-2 at context 512 (verified on 68 rows, timed on 34); two series; 3-8 series. Two series and
+    // 3-8 had tiers of 1-68 and 69-1088 rows chosen at 34 and 544 until #19's eleventh step, which ran FF out at 68 rows
+    // in 10.7 us and time QKV at 136 in 5.8 (docs/benchmarks.md).
+    {1, 34, 34, 68, "CN_ROWS_GEMM_SMALL"},
+    {35, 68, 68, 68, "CN_ROWS_GEMM_SMALL"},
+    {69, 272, 136, 136, "CN_ROWS_GEMM_MID"},
+    {273, 1088, 544, 544, "CN_ROWS_GEMM_MID"},            // 9-32 series: the base's own row count, its heuristic's other answers
+    {1089, 4095, 2176, 2176, "CN_ROWS_GEMM_MID"},         // 33-120 series
     {4096, INT64_MAX, 8704, 8704, "CN_ROWS_GEMM_LARGE"},  // 121 series and more; 8704 rows: a full batch of 256 series
 };
 // bf16/f16 candidates per tier: cuBLASLt's first split-K-free answers at the tier's row count (its first answer is not

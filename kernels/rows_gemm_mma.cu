@@ -241,26 +241,13 @@ template <class T, int NT, MmaAdd ADD, int SPLIT>
 void launch_split(const void* x, const void* w, void* out, int M, int N, int K, cudaStream_t stream) {
     auto kernel = mma_rows_kernel<T, NT, false, false, ADD, SPLIT>;
     const size_t smem = split_smem_bytes(8 * NT, M, K, SPLIT);
-    auto check = [](cudaError_t e) {
+    if (smem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         if (e != cudaSuccess) ::cn::fail(::cn::Status::kInternal, std::string("rows_gemm_mma (K split): ") + cudaGetErrorString(e));
-    };
-    if (smem > 48 * 1024) check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3((N + 8 * NT - 1) / (8 * NT), SPLIT);
-    cfg.blockDim = dim3(32 * ((M + 15) / 16));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = SPLIT;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = cuda::pdl_enabled() ? 1 : 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
-    check(cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(nullptr),
-                             static_cast<T*>(out), M, N, K));
+    }
+    cuda::launch_pdl_cluster(kernel, dim3((N + 8 * NT - 1) / (8 * NT), SPLIT), dim3(32 * ((M + 15) / 16)), dim3(1, SPLIT, 1), smem, stream,
+                             static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(nullptr), static_cast<T*>(out), M, N,
+                             K);
 }
 
 template <class T, int NT, MmaAdd ADD>
