@@ -15,6 +15,8 @@
 #   profile  torch.profiler tables of fused bf16 at B=1, 256 and 1024 (kernels, the device's idle gaps, the host timeline;
 #            $PROFILE_BATCHES names other batch sizes)
 #   profile32  the same for fused f32 at B=1, 64 and 1024
+#   host     where a small call's wall time goes on the host, without a profiler: scripts/chronos2_host_timeline.py
+#            with scripts/chronos2_bench/api_timer.c preloaded, fused bf16 at B = $HOST_BATCHES (default 1 16 64 256)
 #   rolling  workload (d): 448 rolling windows x 7 series, sequential calls and one call of 3136 series (rows:
 #            $ROLLING_ROWS, default every reference and fused row and graph bf16)
 #   fused    the sweep's fused bf16 row alone, with the attention kernel on (default) and off (CN_ROPE_ATTENTION=0)
@@ -36,7 +38,7 @@
 # Needs .device/ (scripts/device_bundle.sh) and the chronos-forecasting wheel in .whl/; carry both. Every table and
 # log goes into $OUT/perf_logs.tgz (the device tool returns at most 8 files); the tables are also printed.
 #   [AB_PATCH=.device/x.patch] [AB_BATCHES=2,4] [VARIANTS="..."] scripts/device_chronos2_perf.sh [tests] [gemm] [ksplit] [f32] [sweep] [sweepfused] [rows]
-#       [fused] [large] [small] [refrows] [kernels] [mma] [ncuattn] [variants] [ab] [profile] [profile32] [rolling]
+#       [fused] [large] [small] [refrows] [kernels] [mma] [ncuattn] [variants] [ab] [profile] [profile32] [host] [rolling]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 final="${OUT:-$root/build-gpu-logs}"
@@ -205,6 +207,22 @@ if [[ "$stages" == *" profile32 "* ]]; then
         bench --workloads s --sweep-batches $b --rows cn-fused-f32 --profile cn-fused-f32 --out "$out/profile32_b$b.md" >"$out/profile32_b$b.log" 2>&1 || rc=1
         echo "profile f32 B=$b:"; sed -n "/^## Profile/,\$p" "$out/profile32_b$b.md" | head -70
     done
+fi
+if [[ "$stages" == *" host "* ]]; then
+    [ -f "$ck/config.json" ] || bench --workloads s --sweep-batches 1 --rows cn-fused-bf16 --out "$out/host_checkpoint.md" >"$out/host_checkpoint.log" 2>&1
+    if gcc -O2 -shared -fPIC -o /tmp/cn_api_timer.so "$root/scripts/chronos2_bench/api_timer.c" -ldl; then
+        runs=()
+        for b in ${HOST_BATCHES:-1 16 64 256}; do
+            CN_API_TIMER_OUT="$out/host_events_b$b.txt" LD_PRELOAD=/tmp/cn_api_timer.so python3 "$root/scripts/chronos2_host_timeline.py" \
+                --lib "$build/libcutenative.so" --checkpoint "$ck" --batch "$b" --events "$out/host_events_b$b.txt" \
+                --out "$out/host_b$b.json" >"$out/host_b$b.log" 2>&1 || { rc=1; tail -5 "$out/host_b$b.log"; }
+            runs+=("$out/host_b$b.json")
+        done
+        python3 "$root/scripts/chronos2_host_timeline.py" --table "${runs[@]}" >"$out/host.md" || rc=1
+        echo "host timeline:"; cat "$out/host.md"
+    else
+        echo "host: the API timer did not build"; rc=1
+    fi
 fi
 if [[ "$stages" == *" rolling "* ]]; then
     bench --workloads d --rows "${ROLLING_ROWS:-ref-f32,ref-bf16,cn-graph-bf16,cn-fused-f32,cn-fused-bf16}" --out "$out/rolling.md" >"$out/rolling.log" 2>&1 || rc=1
