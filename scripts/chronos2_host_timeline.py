@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a small Chronos-2 call's wall time goes on the host, without a profiler (issue #19; device stage `host` of
-scripts/device_chronos2_perf.sh). torch.profiler slows the host's CUDA calls 5-50x, so its host timeline cannot say
-how long the device waits for the host; this does, with scripts/chronos2_bench/api_timer.c preloaded:
+scripts/device_chronos2_perf.sh). Under torch.profiler cudaGraphLaunch takes 20-60x its time, so the profiler's host
+timeline cannot say how long the device waits for the host; this does, with scripts/chronos2_bench/api_timer.c
+preloaded:
 
     gcc -O2 -shared -fPIC -o /tmp/cn_api_timer.so scripts/chronos2_bench/api_timer.c -ldl
     CN_API_TIMER_OUT=/tmp/ev.txt LD_PRELOAD=/tmp/cn_api_timer.so \\
@@ -85,12 +86,18 @@ def summarise(path):
     d = json.load(open(path))
     marks = d["marks"][d["skip"]:]
     events = []
-    if d["events"] and os.path.exists(d["events"]):
-        for line in open(d["events"]):
+    ev_path = d["events"]
+    if ev_path and not os.path.exists(ev_path):
+        # Runs copied from another machine: the timer's file beside the run's JSON.
+        ev_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(ev_path))
+    if d["events"] and not os.path.exists(ev_path):
+        print("%s: no timer file (%s); the event columns stay empty" % (path, d["events"]), file=sys.stderr)
+    elif ev_path:
+        for line in open(ev_path):
             k, a, b = line.split()
             events.append((k, float(a), float(b)))
     med = statistics.median
-    row = {"B": d["batch"], "calls": len(marks)}
+    row = {"B": d["batch"], "calls": len(marks), "calls with events": 0}
     row["cycle"] = med([marks[i + 1][0] - marks[i][0] for i in range(len(marks) - 1)])
     for i, s in enumerate(STEPS):
         row[s] = med([m[i + 1] - m[i] for m in marks])
@@ -111,6 +118,7 @@ def summarise(path):
         inside["wait ends"].append(w[-1][2] - s0)
         inside["after the wait"].append(s1 - w[-1][2])
         inside["graphs"].append(len(g))
+        row["calls with events"] += 1
     for k, v in inside.items():
         row[k] = med(v) if v else None
     if row["graphs"] is not None:
@@ -120,17 +128,18 @@ def summarise(path):
 
 def table(paths):
     rows = [summarise(p) for p in paths]
-    cols = (["B", "cycle"] + STEPS + ["first H2D", "graph launched", "graph launch", "graphs", "wait begins",
-                                      "wait ends", "after the wait"])
+    cols = (["B", "calls", "calls with events", "cycle"] + STEPS +
+            ["first H2D", "graph launched", "graph launch", "graphs", "wait begins", "wait ends", "after the wait"])
     fmt = lambda v: "-" if v is None else ("%d" % v if isinstance(v, int) else "%.1f" % v)  # noqa: E731
     lines = ["| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(fmt(r[c]) for c in cols) + " |")
-    print("Median µs per call (%d calls after the warm-up). cycle: from one call's start to the next's; the steps: "
-          "Python's, around each C call; first H2D .. after the wait: inside cn_forecast, from its start (the "
-          "timer's events: the first host-to-device copy begins, the first graph replay has returned, the last wait "
-          "begins and ends, cn_forecast returns that long after it); graph launch: one cudaGraphLaunch's time on the "
-          "host; graphs: replays per call." % rows[0]["calls"])
+    print("Median µs per call over the calls after the warm-up (calls; calls with events: those whose cn_forecast "
+          "holds a host-to-device copy, a graph replay and a wait, over which the event columns are taken). cycle: "
+          "from one call's start to the next's; the steps: Python's, around each C call; first H2D .. after the wait: "
+          "inside cn_forecast, from its start (the timer's events: the first host-to-device copy begins, the first "
+          "graph replay has returned, the last wait begins and ends, cn_forecast returns that long after it); graph "
+          "launch: one cudaGraphLaunch's time on the host; graphs: replays per call.")
     print()
     print("\n".join(lines))
 

@@ -209,17 +209,24 @@ if [[ "$stages" == *" profile32 "* ]]; then
     done
 fi
 if [[ "$stages" == *" host "* ]]; then
-    [ -f "$ck/config.json" ] || bench --workloads s --sweep-batches 1 --rows cn-fused-bf16 --out "$out/host_checkpoint.md" >"$out/host_checkpoint.log" 2>&1
+    # The checkpoint, made by the benchmark's first row unless an earlier stage made it.
+    [ -f "$ck/config.json" ] || bench --workloads s --sweep-batches 1 --rows cn-fused-bf16 --out "$out/host_checkpoint.md" \
+        >"$out/host_checkpoint.log" 2>&1 || rc=1
     if gcc -O2 -shared -fPIC -o /tmp/cn_api_timer.so "$root/scripts/chronos2_bench/api_timer.c" -ldl; then
         runs=()
         for b in ${HOST_BATCHES:-1 16 64 256}; do
-            CN_API_TIMER_OUT="$out/host_events_b$b.txt" LD_PRELOAD=/tmp/cn_api_timer.so python3 "$root/scripts/chronos2_host_timeline.py" \
+            if CN_API_TIMER_OUT="$out/host_events_b$b.txt" LD_PRELOAD=/tmp/cn_api_timer.so python3 "$root/scripts/chronos2_host_timeline.py" \
                 --lib "$build/libcutenative.so" --checkpoint "$ck" --batch "$b" --events "$out/host_events_b$b.txt" \
-                --out "$out/host_b$b.json" >"$out/host_b$b.log" 2>&1 || { rc=1; tail -5 "$out/host_b$b.log"; }
-            runs+=("$out/host_b$b.json")
+                --out "$out/host_b$b.json" >"$out/host_b$b.log" 2>&1; then
+                runs+=("$out/host_b$b.json")
+            else
+                rc=1; tail -5 "$out/host_b$b.log"
+            fi
         done
-        python3 "$root/scripts/chronos2_host_timeline.py" --table "${runs[@]}" >"$out/host.md" || rc=1
-        echo "host timeline:"; cat "$out/host.md"
+        if [ ${#runs[@]} -gt 0 ]; then
+            python3 "$root/scripts/chronos2_host_timeline.py" --table "${runs[@]}" >"$out/host.md" || rc=1
+            echo "host timeline:"; cat "$out/host.md"
+        fi
     else
         echo "host: the API timer did not build"; rc=1
     fi

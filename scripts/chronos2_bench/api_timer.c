@@ -1,14 +1,15 @@
 // A measuring tool for scripts/chronos2_host_timeline.py (issue #19): loaded with LD_PRELOAD into a process that calls
 // cutenative on a CUDA device, it records when each of a few CUDA runtime calls began and returned (CLOCK_MONOTONIC,
-// the clock of Python's time.monotonic_ns, in microseconds), without a profiler: torch.profiler's CUPTI callbacks
-// make these calls 5-50x slower than they are (cudaGraphLaunch: 150 us under it at B=1, 3 us without).
+// the clock of Python's time.monotonic_ns, in microseconds), without a profiler: under torch.profiler's CUPTI callbacks
+// cudaGraphLaunch took ~150 us a call at B=1 on the H100 machine, 2.5-6.7 us without (docs/benchmarks.md, #19).
 //   gcc -O2 -shared -fPIC -o /tmp/cn_api_timer.so scripts/chronos2_bench/api_timer.c -ldl
 //   CN_API_TIMER_OUT=/tmp/events.txt LD_PRELOAD=/tmp/cn_api_timer.so python3 ...
 // Recorded, from whichever library calls them through the shared CUDA runtime (libcudart.so, which LibTorch and
 // cutenative load): a graph replay (cudaGraphLaunch, 'G'), asynchronous copies (cudaMemcpyAsync: 'H' host to device,
 // 'D' device to host, 'M' any other kind) and the waits (cudaEventSynchronize 'E', cudaStreamSynchronize 'S');
-// nothing else. One line per call at exit: "<kind> <began> <returned>". Not thread-safe (the timeline driver calls
-// from one thread); at most kMaxEvents calls are kept.
+// nothing else. The process must hold one shared CUDA runtime (a caller linked with cudart_static is not seen). One
+// line per call at exit: "<kind> <began> <returned>". Not thread-safe (the timeline driver calls from one thread); at
+// most kMaxEvents calls are kept.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>
@@ -101,7 +102,10 @@ __attribute__((destructor)) static void write_events(void) {
     const char* path = getenv("CN_API_TIMER_OUT");
     if (!path) return;
     FILE* f = fopen(path, "w");
-    if (!f) return;
+    if (!f) {
+        perror("api_timer: CN_API_TIMER_OUT");
+        return;
+    }
     for (int i = 0; i < n_events; ++i) fprintf(f, "%c %.3f %.3f\n", events[i].kind, events[i].began, events[i].returned);
     fclose(f);
 }
