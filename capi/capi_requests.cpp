@@ -113,7 +113,7 @@ cn_status cn_forecast_request_add_series(cn_forecast_request* req, const float* 
         if (group < -1) cn::fail(Status::kInvalidArgument, "group: must be -1 (own task) or >= 0");
         if (req->r.series.size() >= kMaxSeries) cn::fail(Status::kInvalidArgument, "req: too many series");
         cn::ForecastSeries s;
-        s.values.assign(values, values + length);
+        s.values = cn::SeriesValues::copy_of(values, length);
         s.group = group;
         req->r.series.push_back(std::move(s));
         if (index_out) *index_out = req->r.series.size() - 1;
@@ -135,10 +135,12 @@ cn_status cn_forecast_request_add_series_batch(cn_forecast_request* req, const f
             if (groups[i] < -1) cn::fail(Status::kInvalidArgument, "groups[" + std::to_string(i) + "]: must be -1 (own task) or >= 0");
         }
         // Both limits hold, so n_series * length <= 2^48 (size_t is 64-bit on every supported target); everything is
-        // checked before anything is added.
+        // checked before anything is added. The values are copied into one block that the new series share
+        // (cn::SeriesValues).
+        const std::shared_ptr<const float[]> block = cn::SeriesValues::block_copy(values, n_series * length);
         std::vector<cn::ForecastSeries> added(n_series);
         for (size_t i = 0; i < n_series; ++i) {
-            added[i].values.assign(values + i * length, values + (i + 1) * length);
+            added[i].values = cn::SeriesValues::slice(block, i * length, length);
             added[i].group = groups ? groups[i] : -1;
         }
         const size_t first = req->r.series.size();

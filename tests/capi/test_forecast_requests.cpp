@@ -3,6 +3,7 @@
 // shapes disagree with its config is MODEL_FORMAT naming the tensor; batching does not change results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -207,7 +208,8 @@ TEST_F(Fixture, CovariateLengthsAndGroups) {
 }
 
 // cn_forecast_request_add_series_batch: the same request as one add_series per series (same outputs, bit for bit),
-// groups included; all or nothing on bad input.
+// groups included; all or nothing on bad input; the values are copied (the caller's array is overwritten and freed
+// before the forecast).
 TEST_F(Fixture, AddSeriesBatchEqualsOneByOne) {
     constexpr size_t kN = 5, kL = 48;
     std::vector<float> block;
@@ -217,7 +219,11 @@ TEST_F(Fixture, AddSeriesBatchEqualsOneByOne) {
     }
     const int64_t groups[kN] = {-1, 3, 3, -1, 0};
     size_t first = 99;
-    ASSERT_EQ(cn_forecast_request_add_series_batch(req, block.data(), kN, kL, groups, &first, err), CN_STATUS_OK) << msg();
+    {
+        std::vector<float> caller = block;
+        ASSERT_EQ(cn_forecast_request_add_series_batch(req, caller.data(), kN, kL, groups, &first, err), CN_STATUS_OK) << msg();
+        std::fill(caller.begin(), caller.end(), std::numeric_limits<float>::infinity());
+    }
     EXPECT_EQ(first, 0u);
     // Refused calls add nothing: a bad group at index 2, a NULL array, too many series.
     const int64_t bad[kN] = {-1, 0, -2, 0, -1};

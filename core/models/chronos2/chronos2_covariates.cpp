@@ -21,7 +21,7 @@ std::map<std::string, size_t> categories(const Labels& past) {
 
 }  // namespace
 
-EncodedCovariate target_encode(const Labels& past, const Labels& future, const std::vector<float>& target) {
+EncodedCovariate target_encode(const Labels& past, const Labels& future, const float* target) {
     const auto cats = categories(past);
     const size_t nan_slot = cats.size();
     const size_t n_slots = cats.size() + 2;  // real categories, the missing-label slot, the unseen slot

@@ -18,8 +18,9 @@ struct EncodedCovariate {
 // Target encoding (single target): each (category) of the task gets
 //   (1 * mean(target) + sum(target where category)) / (1 + count(target where category)),
 // sums and counts over finite target values, in float64, rounded to float32. A missing label is a
-// category of its own; a future label never seen in the past gets the task's target mean.
-EncodedCovariate target_encode(const Labels& past, const Labels& future, const std::vector<float>& target);
+// category of its own; a future label never seen in the past gets the task's target mean. `target`: the series' values,
+// past.size() of them.
+EncodedCovariate target_encode(const Labels& past, const Labels& future, const float* target);
 
 // Ordinal codes (several targets): index of the label in `categories` (sorted distinct labels; the
 // reference takes them over the same covariate of every task in the call); a missing label gets the code
