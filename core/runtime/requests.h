@@ -9,20 +9,32 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cn {
 
 // A series' values, read-only once added: a copy of its own, or a slice of one block that the series of one
-// cn_forecast_request_add_series_batch call share. One allocation per call instead of one per series: adding 1024
-// series of 512 values and freeing the request took 654-711 µs with a vector per series on the H100 machine's host,
-// 460-463 µs with the block (docs/benchmarks.md, #19 twelfth step).
+// cn_forecast_request_add_series_batch call share (one block per call instead of a vector per series: faster to add and
+// free for large calls, docs/benchmarks.md #19 twelfth step). A moved-from SeriesValues is empty, as a vector is.
 class SeriesValues {
 public:
     SeriesValues() = default;
-    SeriesValues(const std::vector<float>& v) : SeriesValues(copy_of(v.data(), v.size())) {}  // NOLINT: implicit, as a vector was
-    // A block holding a copy of p[0, n), n > 0.
+    explicit SeriesValues(const std::vector<float>& v) : SeriesValues(copy_of(v.data(), v.size())) {}
+    SeriesValues(const SeriesValues&) = default;
+    SeriesValues& operator=(const SeriesValues&) = default;
+    SeriesValues(SeriesValues&& o) noexcept
+        : block_(std::move(o.block_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    SeriesValues& operator=(SeriesValues&& o) noexcept {
+        block_ = std::move(o.block_);
+        data_ = std::exchange(o.data_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+        return *this;
+    }
+    ~SeriesValues() = default;
+    // A block holding a copy of p[0, n); none for n == 0.
     static std::shared_ptr<const float[]> block_copy(const float* p, size_t n) {
+        if (n == 0) return nullptr;
         std::shared_ptr<float[]> block(new float[n]);
         std::memcpy(block.get(), p, n * sizeof(float));
         return block;

@@ -24,7 +24,7 @@ inline ForecastRequest kronos_request(const nlohmann::json& c) {
         bool first = true;
         for (const auto& ch : s["values"]) {
             ForecastSeries fs;
-            fs.values = ch.get<std::vector<float>>();
+            fs.values = SeriesValues(ch.get<std::vector<float>>());
             fs.group = group;
             if (first) {
                 fs.timestamps = s["history_ts"].get<std::vector<int64_t>>();
