@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: sets up what is missing, builds, runs every C++ test (ctest; "gpu"-labelled
-# tests skip without a CUDA device), the Go tests with the race detector, a short fuzz run of the server's request
+# tests skip without a CUDA device), the Go tests with the race detector, the server's abuse tests without it,
+# a short fuzz run of the server's request
 # decoding, go vet of examples/go, a gofmt check, the C/C++ format check (scripts/check_format.sh) and the
 # README's sh blocks (scripts/check_readme.py).
 #   scripts/test.sh [--no-go]      (--no-go on machines without Go, e.g. the CUDA machine)
@@ -39,6 +40,10 @@ echo "== clang-format (C/C++/CUDA)"
 if [ "$run_go" = 1 ]; then
     echo "== go test -race"
     "$CN_ROOT/scripts/go.sh" test -race -count=1 ./... || failed+=("go test")
+    # The abuse tests measure memory and latency, which the race detector distorts: they build without it
+    # (go/server/abuse_test.go), so they run here, after the race run, in one process of their own.
+    echo "== go test (abuse: 8 MB bodies, expensive small requests; no race detector)"
+    "$CN_ROOT/scripts/go.sh" test -count=1 -run '^TestAbuse' ./server || failed+=("go abuse")
     echo "== go fuzz (request decoding, 15 s)"
     "$CN_ROOT/scripts/go.sh" test -run '^$' -fuzz '^FuzzDecodeForecast$' -fuzztime 15s ./server || failed+=("go fuzz")
     echo "== go vet (examples/go)"

@@ -111,16 +111,19 @@ type ModelList struct {
 }
 
 // ModelInfo describes one served model: the OpenAI fields (ID, Object "model", Created, OwnedBy
-// "cutenative"), then cutenative's own. The forecasters come first, by name, then the embedding model
-// (Kind "embedding") when the server has one.
+// "cutenative"), then cutenative's own. The forecasters come first, by name, then the embedding models, then
+// the image models.
 type ModelInfo struct {
 	ID      string `json:"id"`       // the name requests use
 	Object  string `json:"object"`   // "model"
 	Created int64  `json:"created"`  // Unix time (seconds) at which the server loaded the model
 	OwnedBy string `json:"owned_by"` // "cutenative"
 
-	Name          string    `json:"name"` // the same as ID
-	Kind          string    `json:"kind"` // chronos2, kronos or embedding
+	Name string `json:"name"` // the same as ID
+	Kind string `json:"kind"` // chronos2, kronos, embedding or zimage
+	// Capabilities are what the model serves: "forecast" (POST /v1/forecast), "embed" (POST /v1/embeddings,
+	// LoRA search) or "generate" (images).
+	Capabilities  []string  `json:"capabilities"`
 	Device        string    `json:"device"`
 	DType         string    `json:"dtype"`
 	Mode          string    `json:"mode"`
@@ -137,9 +140,14 @@ type ModelInfo struct {
 	Sampling       *Sampling `json:"sampling,omitempty"`
 	MaxSampleCount int       `json:"max_sample_count,omitempty"`
 
-	// Embedding models: the vectors' length and the tokens per text (longer texts are truncated).
+	// Embedding models: the vectors' length and the tokens per text (longer texts are truncated; image models:
+	// per prompt).
 	EmbeddingDim int64 `json:"embedding_dim,omitempty"`
 	MaxTokens    int64 `json:"max_tokens,omitempty"`
+
+	// Image models: width and height are multiples of ImageSizeMultiple; DefaultSteps denoising steps.
+	ImageSizeMultiple int64 `json:"image_size_multiple,omitempty"`
+	DefaultSteps      int64 `json:"default_steps,omitempty"`
 }
 
 // EmbeddingRequest is the body of POST /v1/embeddings (OpenAI's shape; token-array inputs are not taken).
@@ -268,8 +276,12 @@ type ErrorResponse struct {
 	Error Error `json:"error"`
 }
 
-// Error says what went wrong; Code is one of invalid_argument, body_too_large, request_timeout, unsupported,
-// unauthorized, not_found, method_not_allowed, overloaded, cancelled, deadline_exceeded, unavailable, internal.
+// Error says what went wrong; Code is one of invalid_argument, too_expensive (the request's estimated compute or
+// memory is beyond a limit), too_large (its bytes in flight), body_too_large, request_timeout, unsupported,
+// unsupported_media_type, unauthorized, forbidden, not_found, method_not_allowed, overloaded, cancelled,
+// deadline_exceeded, unavailable, internal, and for requests refused before they reach the server's handlers
+// bad_request, header_too_large, not_implemented and http_version_not_supported. Message names the field or the
+// limit (its flag) involved.
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`

@@ -141,7 +141,16 @@ func (s *Server) serveLogged(mux *http.ServeMux) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, ri))
 		_, pattern := mux.Handler(r)
 		rec := &recorder{ResponseWriter: w, unmatched: pattern == ""}
+		hostOK := s.hostAllowed(r)
+		if !hostOK {
+			rec.unmatched = false
+			writeError(rec, hostError())
+			s.metrics.refuse(cmpOr(pattern, "unmatched"), "host")
+		}
 		func() {
+			if !hostOK {
+				return
+			}
 			defer func() {
 				if p := recover(); p != nil {
 					if p == http.ErrAbortHandler {
@@ -186,7 +195,8 @@ func (s *Server) serveLogged(mux *http.ServeMux) http.Handler {
 		if ri.series >= 0 {
 			attrs = append(attrs, slog.Int("series", ri.series))
 		}
-		if rec.status >= 500 {
+		// A 503 from /readyz is the answer it exists to give (loading, draining): not an error.
+		if rec.status >= 500 && !(rec.status == http.StatusServiceUnavailable && pattern == "GET /readyz") {
 			level = slog.LevelError
 			cause := "unknown"
 			if ri.cause != nil {

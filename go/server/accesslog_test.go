@@ -66,6 +66,9 @@ func do(t *testing.T, method, url, body string, header ...string) (*http.Respons
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -176,12 +179,12 @@ func TestAccessLogServerErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /boom", s.authed("boom", func(w http.ResponseWriter, r *http.Request) *apiError {
+	mux.HandleFunc("GET /boom", s.endpoint("boom", func(w http.ResponseWriter, r *http.Request) *apiError {
 		return fromError(errors.New("disk on fire"))
 	}))
 	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("nil map") })
-	mux.HandleFunc("GET /loading", s.authed("forecast", func(w http.ResponseWriter, r *http.Request) *apiError {
-		_, e := s.model("")
+	mux.HandleFunc("GET /loading", s.endpoint("forecast", func(w http.ResponseWriter, r *http.Request) *apiError {
+		_, e := s.find("", capForecast)
 		return e
 	}))
 	h := httptest.NewServer(s.serveLogged(mux))

@@ -15,11 +15,15 @@ import (
 // checks live there and nowhere else. DefaultConfig holds every default; New gives a field left at zero its
 // default (MaxWait excepted: 0 means "do not wait for company") and refuses a value out of range.
 type Config struct {
-	Models       map[string]string // model name -> model directory (set by the operator, never by a request)
-	DefaultModel string            // used when a request names none; default: the only / first model
-	Open         cutenative.Options
-	APIKeys      []string      // bearer keys; empty: no authentication
-	MaxBodyBytes int64         // request body limit
+	Models       map[string]string       // model name -> model directory (set by the operator, never by a request)
+	ModelOptions map[string]ModelOptions // per model name: its own device, dtype and mode (registry.go)
+	DefaultModel string                  // the forecaster used when a request names none; default: the first by name
+	Open         cutenative.Options      // every model's defaults; Threads is process-wide (LibTorch's pool)
+	APIKeys      []string                // bearer keys; empty: no authentication
+	// AllowedHosts, when not empty, are the only Host header values (host or host:port, case-insensitive; "*"
+	// for any) a request may carry: a defence against DNS rebinding (403 otherwise).
+	AllowedHosts []string
+	MaxBodyBytes int64         // request body limit, on the wire
 	MaxBatch     int           // series per merged library call (1 disables batching)
 	MaxWait      time.Duration // how long a call waits for company when other jobs are queued
 	QueueSize    int           // jobs waiting per model before 429
@@ -28,22 +32,25 @@ type Config struct {
 	MaxSeriesLen int           // values per series
 
 	// What one request may cost, checked before anything proportional to it is allocated.
-	MaxHorizon      int   // steps per request (the model's own limit applies too)
-	MaxOutputValues int64 // series x quantile levels x horizon per request (Kronos: mean and sample paths)
-	MaxInputValues  int64 // values and covariate values per request
-	MaxInflight     int   // requests being read, validated, queued or run at once before 429
+	MaxHorizon       int   // steps per request (the model's own limit applies too)
+	MaxOutputValues  int64 // series x quantile levels x horizon per request (Kronos: mean and sample paths)
+	MaxInputValues   int64 // values and covariate values per request
+	MaxInflight      int   // requests being read, validated, queued or run at once before 429
+	MaxInflightBytes int64 // bytes all requests in flight may hold: decoded bodies and answers (budget.go)
+	MaxCallBytes     int64 // estimated working memory of one library call (cost.go)
 
-	// Fairness: a request whose cost (rows x forward passes: a row per series and per covariate, a pass per
-	// native horizon of the model) is above LongCost runs in its model's long lane, one at a time, beside
-	// the short lane's merged calls, so a long rollout never delays short requests; at most LongQueue wait
-	// for that lane before 429.
-	LongCost  int64
+	// Fairness (cost.go): a request whose estimated compute is above LongAfter runs in its model's long lane, one
+	// call at a time, beside the short lane's merged calls, so a long request never delays short ones; at most
+	// LongQueue wait for that lane before 429, and at most LongSlots long calls run at once server-wide.
+	LongAfter time.Duration
 	LongQueue int
+	LongSlots int // 0: one less than the Go scheduler's CPUs, at least 1
 
 	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
 	LoRACatalog string // catalog file (go/lora format); reload with LoRAs().Reload / Watch
-	EmbedModel  string // sentence-embedding model directory: POST /v1/embeddings; required with LoRACatalog
-	// The embedding model's id in /v1/models and POST /v1/embeddings; "": "embedding".
+	// EmbedModel is a sentence-embedding model directory served as EmbedModelName ("": "embedding"): POST
+	// /v1/embeddings' default model, and the one LoRA search embeds with; required with LoRACatalog.
+	EmbedModel     string
 	EmbedModelName string
 	Embedder       lora.Embedder // optional: used instead of a model opened from EmbedModel
 	Logger         *slog.Logger  // catalog (re)load messages; nil: slog.Default()
@@ -74,9 +81,20 @@ var configSettings = []settings.Setting[Config]{
 		func(c *Config) *int64 { return &c.MaxOutputValues }),
 	settings.Int("max-input-values", "CUTENATIVE_MAX_INPUT_VALUES", int64(4<<20), 1,
 		"values and covariate values per request", func(c *Config) *int64 { return &c.MaxInputValues }),
-	settings.Int("long-cost", "CUTENATIVE_LONG_COST", int64(256), 1,
-		"rows (series + covariates) x forward passes above which a request runs in the model's long lane",
-		func(c *Config) *int64 { return &c.LongCost }),
+	settings.Duration("long-after", "CUTENATIVE_LONG_AFTER", 100*time.Millisecond, time.Millisecond,
+		"estimated compute above which a request runs in its model's long lane (one call at a time; estimates come from "+
+			"each model's cost, measured when it loads)",
+		func(c *Config) *time.Duration { return &c.LongAfter }),
+	settings.Int("long-slots", "CUTENATIVE_LONG_SLOTS", 0, 0,
+		"long-lane calls running at once over every model (0: one less than the CPUs, at least 1)",
+		func(c *Config) *int { return &c.LongSlots }),
+	settings.Int("max-inflight-bytes", "CUTENATIVE_MAX_INFLIGHT_BYTES", int64(256<<20), 1<<20,
+		"bytes all requests in flight may hold: their decoded bodies (counted while they are read) and their answers "+
+			"(estimated before the model runs); beyond, 429 (413 for a request that alone needs more)",
+		func(c *Config) *int64 { return &c.MaxInflightBytes }),
+	settings.Int("max-call-bytes", "CUTENATIVE_MAX_CALL_BYTES", int64(2<<30), 1<<20,
+		"estimated working memory of one library call (activations, KV caches, sample buffers), checked before it runs",
+		func(c *Config) *int64 { return &c.MaxCallBytes }),
 	codeOnly(settings.Int("max-series-len", "", 100000, 1, "values per series",
 		func(c *Config) *int { return &c.MaxSeriesLen })),
 	codeOnly(settings.Int("max-inflight", "", 1024, 1, "requests being read, validated, queued or run at once before 429",

@@ -13,7 +13,7 @@ import (
 func TestConfigDefaultsComeFromTheTable(t *testing.T) {
 	want := Config{MaxBodyBytes: 8 << 20, MaxBatch: 64, MaxWait: 2 * time.Millisecond, QueueSize: 256, Timeout: 30 * time.Second,
 		MaxSeries: 1024, MaxSeriesLen: 100000, MaxHorizon: 65536, MaxOutputValues: 4 << 20, MaxInputValues: 4 << 20,
-		MaxInflight: 1024, LongCost: 256, LongQueue: 4}
+		MaxInflight: 1024, LongAfter: 100 * time.Millisecond, LongQueue: 4, MaxInflightBytes: 256 << 20, MaxCallBytes: 2 << 30}
 	got := DefaultConfig()
 	if !sameLimits(got, want) {
 		t.Fatalf("DefaultConfig %+v, want %+v", got, want)
@@ -43,7 +43,8 @@ func sameLimits(a, b Config) bool {
 	return a.MaxBodyBytes == b.MaxBodyBytes && a.MaxBatch == b.MaxBatch && a.MaxWait == b.MaxWait &&
 		a.QueueSize == b.QueueSize && a.Timeout == b.Timeout && a.MaxSeries == b.MaxSeries && a.MaxSeriesLen == b.MaxSeriesLen &&
 		a.MaxHorizon == b.MaxHorizon && a.MaxOutputValues == b.MaxOutputValues && a.MaxInputValues == b.MaxInputValues &&
-		a.MaxInflight == b.MaxInflight && a.LongCost == b.LongCost && a.LongQueue == b.LongQueue
+		a.MaxInflight == b.MaxInflight && a.LongAfter == b.LongAfter && a.LongQueue == b.LongQueue &&
+		a.MaxInflightBytes == b.MaxInflightBytes && a.MaxCallBytes == b.MaxCallBytes
 }
 
 // A value out of range set in code is refused with the setting's name, never replaced by a default.
@@ -56,7 +57,8 @@ func TestConfigOutOfRangeIsRefused(t *testing.T) {
 		{Config{MaxWait: -time.Millisecond}, `"-1ms" for max-wait: must be >= 0s`},
 		{Config{Timeout: time.Microsecond}, `"1µs" for timeout: must be >= 1ms`},
 		{Config{MaxInflight: -5}, `"-5" for max-inflight`},
-		{Config{LongCost: -1, QueueSize: -1}, "for long-cost"},
+		{Config{LongAfter: -1, QueueSize: -1}, "for long-after"},
+		{Config{MaxInflightBytes: 1000}, `"1000" for max-inflight-bytes: must be >= 1048576`},
 	}
 	for _, tc := range tests {
 		tc.cfg.Models = map[string]string{"m": "dir"}

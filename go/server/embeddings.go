@@ -1,13 +1,14 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"strings"
 
 	"github.com/cutenative/cutenative/go/api"
+	"github.com/cutenative/cutenative/go/internal/jsonstream"
 	"github.com/cutenative/cutenative/go/lora"
 )
 
@@ -20,135 +21,178 @@ const (
 	maxEmbedTotalBytes = 4 << 20  // bytes of all texts of a request (the body limit applies too)
 )
 
-// defaultEmbedModelName is the embedding model's id when Config.EmbedModelName is "".
-const defaultEmbedModelName = "embedding"
-
-func (s *Server) embedModelName() string {
-	if s.cfg.EmbedModelName != "" {
-		return s.cfg.EmbedModelName
-	}
-	return defaultEmbedModelName
-}
-
-// embeddingRequest is api.EmbeddingRequest with the input left raw: parseEmbeddingInput bounds it.
+// embeddingRequest is a decoded POST /v1/embeddings body (the wire form is api.EmbeddingRequest).
 type embeddingRequest struct {
-	Input          json.RawMessage `json:"input"`
-	Model          string          `json:"model"`
-	EncodingFormat string          `json:"encoding_format"`
-	Dimensions     *int            `json:"dimensions"`
-	User           string          `json:"user"`
+	Input          []string
+	inputGiven     bool
+	Model          string
+	EncodingFormat string
+	Dimensions     *int
 }
 
-// parseEmbeddingInput reads a JSON string or array of strings, refusing the inputs beyond the limits as it
-// goes: at most maxEmbedInputs texts are ever held, none empty or above maxEmbedInputBytes, all together
-// within maxEmbedTotalBytes.
-func parseEmbeddingInput(raw json.RawMessage) ([]string, *apiError) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, badRequest("input: required (a string or an array of strings)")
-	}
-	var texts []string
+// decodeEmbeddings reads the body, refusing the inputs beyond the limits as they arrive: at most maxEmbedInputs
+// texts are ever held, none empty or above maxEmbedInputBytes, all together within maxEmbedTotalBytes.
+func decodeEmbeddings(d *decoder) (*embeddingRequest, error) {
+	req := &embeddingRequest{}
 	total := 0
-	add := func(i int, t string) *apiError {
-		where := "input"
-		if i >= 0 {
-			where = fmt.Sprintf("input[%d]", i)
+	text := func() (string, error) {
+		t, err := d.str(maxEmbedInputBytes)
+		if err != nil {
+			return "", err
 		}
-		switch {
-		case t == "":
-			return badRequest(where + ": empty")
-		case len(t) > maxEmbedInputBytes:
-			return badRequest(fmt.Sprintf("%s: %d bytes exceed the limit of %d", where, len(t), maxEmbedInputBytes))
+		if t == "" {
+			return "", d.r.Errorf("empty")
 		}
 		if total += len(t); total > maxEmbedTotalBytes {
-			return badRequest(fmt.Sprintf("input: the texts' %d+ bytes exceed the limit of %d per request", total,
-				maxEmbedTotalBytes))
+			return "", d.r.Errorf("the texts' %d+ bytes exceed the limit of %d per request", total, maxEmbedTotalBytes)
 		}
-		texts = append(texts, t)
-		return nil
+		return t, nil
 	}
-	switch raw[0] {
-	case '"':
-		var t string
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, badRequest("input: " + err.Error())
-		}
-		if e := add(-1, t); e != nil {
-			return nil, e
-		}
-		return texts, nil
-	case '[':
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		if _, err := dec.Token(); err != nil { // '['
-			return nil, badRequest("input: " + err.Error())
-		}
-		for i := 0; dec.More(); i++ {
-			if i == maxEmbedInputs {
-				return nil, badRequest(fmt.Sprintf("input: more than %d texts", maxEmbedInputs))
+	err := d.r.Object(func(key string) error {
+		var err error
+		switch key {
+		case "input":
+			req.inputGiven = true
+			var k jsonstream.Kind
+			if k, err = d.r.Peek(); err != nil {
+				return err
 			}
-			tok, err := dec.Token()
-			if err != nil {
-				return nil, badRequest("input: " + err.Error())
+			switch k {
+			case jsonstream.String:
+				var t string
+				t, err = text()
+				req.Input = []string{t}
+			case jsonstream.Array:
+				err = d.r.Array(func(i int) error {
+					if i == maxEmbedInputs {
+						return d.r.Errorf("more than %d texts", maxEmbedInputs)
+					}
+					if k, err := d.r.Peek(); err != nil || k != jsonstream.String {
+						if err == nil {
+							err = d.r.Errorf("expected a string (token arrays are not taken)")
+						}
+						return err
+					}
+					t, err := text()
+					req.Input = append(req.Input, t)
+					return err
+				})
+				if err == nil && len(req.Input) == 0 {
+					err = d.r.Errorf("an empty array")
+				}
+			case jsonstream.Null:
+				req.inputGiven = false
+				_, err = d.r.Null()
+			default:
+				err = d.r.Errorf("expected a string or an array of strings, got %s", k)
 			}
-			t, ok := tok.(string)
-			if !ok {
-				return nil, badRequest(fmt.Sprintf("input[%d]: expected a string (token arrays are not taken)", i))
+		case "model":
+			req.Model, err = d.str(maxNameBytes)
+		case "encoding_format":
+			req.EncodingFormat, err = d.str(maxNameBytes)
+		case "dimensions":
+			var n int64
+			if n, err = d.integer(math.MinInt32, math.MaxInt32); err == nil {
+				v := int(n)
+				req.Dimensions = &v
 			}
-			if e := add(i, t); e != nil {
-				return nil, e
-			}
+		case "user":
+			err = d.r.Skip(maxSkipBytes)
+		default:
+			err = d.unknown(key, "an embeddings request")
 		}
-		if len(texts) == 0 {
-			return nil, badRequest("input: an empty array")
-		}
-		return texts, nil
+		return err
+	})
+	if err == nil {
+		err = d.r.End()
 	}
-	return nil, badRequest("input: expected a string or an array of strings")
+	if err == nil && !req.inputGiven {
+		err = badRequest("input: required (a string or an array of strings)")
+	}
+	return req, err
 }
 
-// handleEmbeddings answers POST /v1/embeddings (OpenAI's shape) with the server's embedding model, the one
-// LoRA search uses: admission (Config.MaxInflight before the body is read; then the embedding slots LoRA
-// search shares, Config.QueueSize waiting beyond them, then 429), the request's deadline, the limits above,
-// and the vectors of Model.Embed unchanged (float32; JSON numbers that read back as the same float32, or
-// base64 of their little-endian bytes).
-func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) *apiError {
-	release, err := s.admit()
-	if err != nil {
-		return fromError(err)
-	}
-	defer release()
-	if s.cfg.EmbedModel == "" && s.cfg.Embedder == nil {
-		return &apiError{Status: http.StatusNotFound, Code: "not_found",
-			Message: "no embedding model is loaded (start the server with -embed-model)"}
-	}
-	entry := s.embedEntry.Load()
-	if entry == nil {
-		if s.state.Load() == stateLoading {
-			return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the embedding model is loading"}
+// embedWork: one call; a text's tokens are at most its bytes plus [CLS] and [SEP], and at most the model's
+// max_tokens (it truncates).
+func embedWork(m *servedModel, texts []string) work {
+	var tokens int64
+	for _, t := range texts {
+		n := int64(len(t)) + 2
+		if m.info.MaxTokens > 0 {
+			n = min(n, m.info.MaxTokens)
 		}
-		return fromError(errShuttingDown)
+		tokens += n
 	}
-	emb := s.loraEmb // set before embedEntry was stored
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = http.NewResponseController(w).SetReadDeadline(dl)
+	return work{passes: 1, units: tokens, what: fmt.Sprintf("%d texts, at most %d tokens", len(texts), tokens)}
+}
+
+// embedProbes measure an embedding model on punctuation, whose every byte is a token (so the estimate, bytes,
+// is exact for the probes and an upper bound for text).
+func embedProbes(m *servedModel) (probe, probe) {
+	mk := func(texts []string) probe {
+		return probe{w: embedWork(m, texts), run: func(ctx context.Context) error {
+			_, err := m.embed(ctx, texts)
+			return err
+		}}
 	}
-	data, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	n := 126
+	if m.info.MaxTokens > 2 {
+		n = int(min(int64(n), m.info.MaxTokens-2))
+	}
+	large := make([]string, 8)
+	for i := range large {
+		large[i] = strings.Repeat("!", n)
+	}
+	return mk([]string{"!"}), mk(large)
+}
+
+// embedCall runs texts through m's lanes: the estimate picks the lane (or refuses), the queue runs the call.
+func (s *Server) embedCall(rq *requestScope, m *servedModel, texts []string) ([][]float32, *apiError) {
+	w := embedWork(m, texts)
+	if err := rq.acct.charge(int64(len(texts)) * max(m.info.EmbeddingDim, 1) * bytesPerOutputValue); err != nil {
+		return nil, fromError(err)
+	}
+	est := estimate{work: w, seconds: m.cost.seconds(w)}
+	lane, e := s.admission(rq.ctx, m, est)
+	if e != nil {
+		return nil, e
+	}
+	vecs, err := runAlone(rq.ctx, lane, 0, est.seconds, func(ctx context.Context) ([][]float32, error) {
+		return m.embed(ctx, texts)
+	})
+	if err != nil {
+		return nil, fromError(err)
+	}
+	if len(vecs) != len(texts) {
+		return nil, fromError(fmt.Errorf("%w: %d vectors for %d texts", lora.ErrEmbedding, len(vecs), len(texts)))
+	}
+	return vecs, nil
+}
+
+// handleEmbeddings answers POST /v1/embeddings (OpenAI's shape) with an embedding model (the request's "model",
+// else the server's embedding model, the one LoRA search uses), through its lanes like every model call, and the
+// vectors of Model.Embed unchanged (float32; JSON numbers that read back as the same float32, or base64 of their
+// little-endian bytes).
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) *apiError {
+	rq, e := s.begin(w, r)
 	if e != nil {
 		return e
 	}
-	var req embeddingRequest
-	if err := decodeBody(data, &req); err != nil {
-		return fromError(err)
+	defer rq.end()
+	d, err := newDecoder(rq.body, rq.acct, s.decodeLimits())
+	if err != nil {
+		return decodeError(err)
 	}
-	texts, e := parseEmbeddingInput(req.Input)
+	req, err := decodeEmbeddings(d)
+	if err != nil {
+		return decodeError(err)
+	}
+	m, e := s.find(req.Model, capEmbed)
 	if e != nil {
+		if req.Model == "" && e.Status == http.StatusNotFound {
+			e.Message = "no embedding model is loaded (start the server with -embed-model)"
+		}
 		return e
-	}
-	if req.Model != "" && req.Model != entry.ID {
-		return &apiError{Status: http.StatusNotFound, Code: "not_found",
-			Message: fmt.Sprintf("no embedding model named %q (the embedding model is %q)", req.Model, entry.ID)}
 	}
 	base64 := false
 	switch req.EncodingFormat {
@@ -158,32 +202,23 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) *apiEr
 	default:
 		return badRequest(fmt.Sprintf(`encoding_format: %q is neither "float" nor "base64"`, req.EncodingFormat))
 	}
-	if req.Dimensions != nil && int64(*req.Dimensions) != entry.EmbeddingDim {
-		return badRequest(fmt.Sprintf("dimensions: the model's embeddings have %d (they cannot be shortened)", entry.EmbeddingDim))
+	dim := m.info.EmbeddingDim
+	if dim == 0 {
+		if reg := s.loras.Load(); reg != nil {
+			dim = int64(reg.Router().Dim())
+		}
 	}
-
-	if s.loraWaiting.Add(1) > int64(s.cfg.QueueSize+cap(s.loraSlots)) {
-		s.loraWaiting.Add(-1)
-		return fromError(errQueueFull)
+	if req.Dimensions != nil && int64(*req.Dimensions) != dim {
+		return badRequest(fmt.Sprintf("dimensions: the model's embeddings have %d (they cannot be shortened)", dim))
 	}
-	defer s.loraWaiting.Add(-1)
-	select {
-	case s.loraSlots <- struct{}{}:
-	case <-ctx.Done():
-		return fromError(ctx.Err())
+	vecs, e := s.embedCall(rq, m, req.Input)
+	if e != nil {
+		return e
 	}
-	vecs, err := emb.Embed(ctx, texts)
-	<-s.loraSlots
-	if err != nil {
-		return fromError(err)
-	}
-	if len(vecs) != len(texts) {
-		return fromError(fmt.Errorf("%w: %d vectors for %d texts", lora.ErrEmbedding, len(vecs), len(texts)))
-	}
-	resp := api.EmbeddingResponse{Object: "list", Data: make([]api.Embedding, len(vecs)), Model: entry.ID}
+	resp := api.EmbeddingResponse{Object: "list", Data: make([]api.Embedding, len(vecs)), Model: m.name}
 	for i, v := range vecs {
-		if int64(len(v)) != entry.EmbeddingDim {
-			return fromError(fmt.Errorf("%w: a vector of %d values, want %d", lora.ErrEmbedding, len(v), entry.EmbeddingDim))
+		if dim > 0 && int64(len(v)) != dim {
+			return fromError(fmt.Errorf("%w: a vector of %d values, want %d", lora.ErrEmbedding, len(v), dim))
 		}
 		resp.Data[i] = api.Embedding{Object: "embedding", Index: i, Embedding: api.EmbeddingVector{Values: v, Base64: base64}}
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,14 +101,16 @@ func TestEmbeddingsErrors(t *testing.T) {
 		{"tokens", `{"input": [1, 2]}`, 400, "invalid_argument", "input[0]: expected a string"},
 		{"a number", `{"input": 5}`, 400, "invalid_argument", "expected a string or an array"},
 		{"too many texts", `{"input": ` + many + `}`, 400, "invalid_argument", fmt.Sprintf("more than %d texts", maxEmbedInputs)},
-		{"a text too long", `{"input": "` + big + `"}`, 400, "invalid_argument", "exceed the limit of 65536"},
+		{"a text too long", `{"input": "` + big + `"}`, 400, "invalid_argument", "input: a string longer than 65536 bytes"},
 		{"texts too long together", `{"input": ` + total + `}`, 400, "invalid_argument", "per request"},
-		{"unknown model", `{"input": "a", "model": "text-embedding-3-small"}`, 404, "not_found", `"embedding"`},
-		{"a forecaster", `{"input": "a", "model": "default"}`, 404, "not_found", "no embedding model named"},
+		{"unknown model", `{"input": "a", "model": "text-embedding-3-small"}`, 404, "not_found", `models that can embed: embedding`},
+		{"a forecaster", `{"input": "a", "model": "default"}`, 400, "invalid_argument", `model "default" is a chronos2 model: it cannot embed`},
+		{"deep user", `{"input": "a", "user": ` + strings.Repeat("[", 20) + strings.Repeat("]", 20) + `}`, 400, "invalid_argument",
+			"nested deeper than 16 levels"},
 		{"format", `{"input": "a", "encoding_format": "int8"}`, 400, "invalid_argument", "encoding_format"},
 		{"dimensions", `{"input": "a", "dimensions": 64}`, 400, "invalid_argument", "have 128"},
 		{"unknown field", `{"input": "a", "foo": 1}`, 400, "invalid_argument", "foo"},
-		{"not an object", `[1]`, 400, "invalid_argument", "JSON object"},
+		{"not an object", `[1]`, 400, "invalid_argument", "expected an object, got an array"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,27 +136,41 @@ func TestEmbeddingsWithoutModel(t *testing.T) {
 	}
 }
 
-// Admission: beyond the embedding slots and the queue, 429 with Retry-After; MaxInflight before that.
+// Admission: beyond the embedding model's lane and its queue, 429 with Retry-After; MaxInflight before that.
 func TestEmbeddingsQueueFullIs429(t *testing.T) {
-	ts := startLoRA(t, Config{QueueSize: 1, MaxInflight: 1})
-	ts.inflight.Add(1) // one request held in flight
+	g := &gatedEmbedder{wordEmbedder: wordEmbedder{dim: 128}, entered: make(chan struct{}, 64), release: make(chan struct{})}
+	ts := startLoRA(t, Config{Embedder: g, QueueSize: 1, MaxInflight: 3})
+	ts.inflight.Add(3) // requests held in flight
 	resp, err := http.Post(ts.http.URL+"/v1/embeddings", "application/json", strings.NewReader(`{"input": "a"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	ts.inflight.Add(-1)
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
-		t.Fatalf("inflight: %d", resp.StatusCode)
+	ts.inflight.Add(-3)
+	if e := errorOf(t, b); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(e.Message, "max-inflight") {
+		t.Fatalf("inflight: %d %s", resp.StatusCode, b)
 	}
-	ts.loraWaiting.Add(int64(1 + cap(ts.loraSlots)))
+	g.armed.Store(true)
+	results := make(chan int, 2)
+	for i := 0; i < 2; i++ {
+		go func() { c, _ := ts.embeddings(t, `{"input": "a"}`); results <- c }()
+	}
+	<-g.entered
+	lane := ts.models["embedding"].short
+	waitUntil(t, "one embedding queued", func() bool { return lane.len() == 1 })
 	code, b := ts.embeddings(t, `{"input": "a"}`)
-	ts.loraWaiting.Add(-int64(1 + cap(ts.loraSlots)))
-	if code != 429 || errorOf(t, b).Code != "overloaded" {
-		t.Fatalf("slots: %d %s", code, b)
+	if e := errorOf(t, b); code != 429 || e.Code != "overloaded" || !strings.Contains(e.Message, `model "embedding"'s short lane has 1 requests waiting already (-queue)`) {
+		t.Fatalf("queue: %d %s", code, b)
 	}
-	if code, b := ts.embeddings(t, `{"input": "a"}`); code != 200 {
-		t.Fatalf("after: %d %s", code, b)
+	close(g.release)
+	for i := 0; i < 2; i++ {
+		if c := <-results; c != 200 {
+			t.Fatalf("admitted: %d", c)
+		}
+	}
+	if n := ts.metrics.refused("embeddings", "queue_full"); n != 1 {
+		t.Fatalf("refusals counted: %d", n)
 	}
 }
 
@@ -238,9 +255,8 @@ func TestEmbeddingsDeadline(t *testing.T) {
 	if e := errorOf(t, b); code != 504 || e.Code != "deadline_exceeded" {
 		t.Fatalf("%d %s", code, b)
 	}
-	if n := len(ts.loraSlots); n != 0 {
-		t.Fatalf("%d slots held", n)
-	}
+	lane := ts.models["embedding"].short
+	waitUntil(t, "the call abandoned", func() bool { return lane.len() == 0 && lane.backlog() == 0 })
 }
 
 // FuzzParseEmbeddingInput: the input parser never panics, refuses only with 400s, and what it accepts is
@@ -250,13 +266,19 @@ func FuzzParseEmbeddingInput(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		texts, e := parseEmbeddingInput(raw)
-		if e != nil {
-			if e.Status != 400 {
+		body := append(append([]byte(`{"input": `), raw...), '}')
+		d, err := newDecoder(bytes.NewReader(body), newByteBudget(1<<30).open(), limits{MaxInputValues: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := decodeEmbeddings(d)
+		if err != nil {
+			if e := decodeError(err); e.Status != 400 {
 				t.Fatalf("%q: %+v", raw, e)
 			}
 			return
 		}
+		texts := req.Input
 		total := 0
 		for _, s := range texts {
 			if s == "" || len(s) > maxEmbedInputBytes {

@@ -14,10 +14,12 @@ import (
 
 // apiError is the JSON error body: {"error": {"code": ..., "message": ...}}.
 type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	cause   error  // for the log: why a 5xx happened (never sent)
+	Status     int    `json:"-"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	cause      error  // for the log: why a 5xx happened (never sent)
+	reason     string // for cutenative_refusals_total: the limit a refusal names ("" : not a refusal, or a 400 "limit")
+	retryAfter string // Retry-After of a 429 or 503 ("" : 1)
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -33,9 +35,12 @@ func fromError(err error) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, errQueueFull):
-		return &apiError{Status: http.StatusTooManyRequests, Code: "overloaded", Message: "the request queue is full; retry later"}
+		return &apiError{Status: http.StatusTooManyRequests, Code: "overloaded", reason: "queue_full", Message: err.Error()}
+	case errors.Is(err, errInflight):
+		return &apiError{Status: http.StatusTooManyRequests, Code: "overloaded", reason: "inflight",
+			Message: "the server is handling as many requests as it takes at once (max-inflight); retry later"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, cutenative.ErrDeadlineExceeded):
-		return &apiError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Message: "the request took longer than the server's timeout"}
+		return &apiError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Message: "the request took longer than the server's timeout (-timeout)"}
 	case errors.Is(err, context.Canceled), errors.Is(err, cutenative.ErrCancelled):
 		return &apiError{Status: 499, Code: "cancelled", Message: "the request was cancelled"}
 	case errors.Is(err, errShuttingDown), errors.Is(err, cutenative.ErrClosed):
@@ -103,8 +108,8 @@ func errorBody(e *apiError) api.ErrorResponse {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
-	if e.Status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
+	if e.Status == http.StatusTooManyRequests || e.retryAfter != "" {
+		w.Header().Set("Retry-After", cmpOr(e.retryAfter, "1"))
 	}
 	writeJSONStatic(w, e.Status, errorBody(e))
 }

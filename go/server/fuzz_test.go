@@ -1,11 +1,25 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"testing"
 )
+
+// decodeBytes decodes a whole body with the limits of lim and a budget large enough for any test body.
+func decodeBytes(data []byte, lim limits) (*forecastRequest, error) {
+	d, err := newDecoder(bytes.NewReader(data), newByteBudget(1<<30).open(), lim)
+	if err != nil {
+		return nil, err
+	}
+	req, err := decodeForecast(d)
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	return req, nil
+}
 
 // FuzzDecodeForecast feeds arbitrary bodies to the request decoder and validator (what runs on a request
 // before the model): they must never panic, refuse only with a 400 apiError, and a request they accept must
@@ -28,7 +42,10 @@ func FuzzDecodeForecast(f *testing.F) {
 	lim := limits{MaxSeries: 64, MaxSeriesLen: 4096, MaxCovariates: 8, MaxQuantiles: 99, MaxHorizon: 4096,
 		ModelMaxHorizon: 65536, MaxOutputValues: 1 << 16, MaxInputValues: 1 << 16, MaxGroupRows: 32}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req, err := decodeForecast(data)
+		req, err := decodeBytes(data, lim)
+		if err == nil {
+			err = rejectKronosFields(req)
+		}
 		if err == nil {
 			err = req.validate(context.Background(), lim)
 		}

@@ -2,22 +2,22 @@ package server
 
 // Kronos models over POST /v1/forecast: a series of the request is one task of OHLC[V[A]] bars with
 // timestamps; the response holds each channel's mean path and, on request, every sampled path. A request is
-// seeded on its own, so it runs alone (runAlone, queue.go: never merged), through the same admission, limits
-// and lanes as Chronos-2 requests.
+// seeded on its own (an unseeded one gets a fresh seed, echoed in the answer), so it runs alone (never merged),
+// through the same admission, limits and lanes as Chronos-2 requests.
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"time"
 
 	"github.com/cutenative/cutenative/go/api"
 	"github.com/cutenative/cutenative/go/cutenative"
 )
-
-const kindKronos = "kronos"
 
 // The library's Kronos limits (core/models/kronos/kronos_model.h), checked here first so that a refusal names
 // the request's own fields.
@@ -45,14 +45,14 @@ type kronosRequest struct {
 }
 
 type kronosTask struct {
-	channels        [][]*float64 // open, high, low, close[, volume[, amount]]
-	history, future []int64      // Unix seconds
-	futureText      []string     // the forecast steps' timestamps as the response gives them
+	channels        [][]float32 // open, high, low, close[, volume[, amount]]
+	history, future []int64     // Unix seconds
+	futureText      []string    // the forecast steps' timestamps as the response gives them
 }
 
 // channelsOf returns the channel fields of s in order, up to the last one given (a gap stays nil).
-func channelsOf(s *api.Series) [][]*float64 {
-	all := [][]*float64{s.Open, s.High, s.Low, s.Close, s.Volume, s.Amount}
+func channelsOf(s *seriesIn) [][]float32 {
+	all := s.Channels[:]
 	n := len(all)
 	for n > 0 && all[n-1] == nil {
 		n--
@@ -61,7 +61,7 @@ func channelsOf(s *api.Series) [][]*float64 {
 }
 
 // rejectKronosFields refuses the Kronos-only fields in a request for a model that does not sample.
-func rejectKronosFields(r *api.ForecastRequest) error {
+func rejectKronosFields(r *forecastRequest) error {
 	const which = "only kronos models take temperature, top_k, top_p, sample_count, seed and return_samples"
 	for _, f := range []struct {
 		name  string
@@ -144,7 +144,7 @@ func (r *forecastRequest) validateKronos(ctx context.Context, lim limits, maxCon
 			return nil, badRequest(fmt.Sprintf("%s.%s: required by kronos models (open, high, low, close[, volume[, amount]])",
 				at, kronosChannels[len(chs)]))
 		}
-		n := len(s.Open)
+		n := len(s.Channels[0])
 		if n == 0 {
 			return nil, badRequest(at + ".open: at least one bar is required")
 		}
@@ -242,24 +242,26 @@ func (k *kronosRequest) readSampling() error {
 	}
 	if r.Seed != nil {
 		k.sampling.Seed = *r.Seed
+	} else {
+		k.sampling.Seed = freshSeed()
 	}
 	k.returnSamples = r.ReturnSamples != nil && *r.ReturnSamples
 	return nil
 }
 
-// checkBars refuses missing values (Kronos takes none) and values that are not finite float32s.
-func checkBars(v []*float64, at string) error {
+// checkBars refuses missing values (Kronos takes none; the decoder made JSON null NaN, and finite numbers only).
+func checkBars(v []float32, at string) error {
 	for k, x := range v {
-		if x == nil {
+		if x != x {
 			return badRequest(fmt.Sprintf("%s[%d]: null (kronos models take no missing values)", at, k))
 		}
 	}
-	return checkFloats(v, at)
+	return nil
 }
 
 // kronosTimes parses a task's timestamps into Unix seconds: the history's, and the forecast steps' as given
 // or, when not given, continued from regular history timestamps.
-func kronosTimes(s *api.Series, horizon int, at string) (kronosTask, error) {
+func kronosTimes(s *seriesIn, horizon int, at string) (kronosTask, error) {
 	var t kronosTask
 	var err error
 	if t.history, err = unixSeconds(s.Timestamps, at+".timestamps"); err != nil {
@@ -314,7 +316,7 @@ func (k *kronosRequest) binding() *cutenative.ForecastRequest {
 			TopP: float32(k.sampling.TopP), SampleCount: k.sampling.SampleCount}}
 	for i, t := range k.tasks {
 		for c, ch := range t.channels {
-			s := cutenative.Series{Values: toFloat32(ch), Group: i + 1}
+			s := cutenative.Series{Values: ch, Group: i + 1}
 			if c == 0 {
 				s.Timestamps, s.FutureTimestamps = t.history, t.future
 			}
@@ -324,40 +326,119 @@ func (k *kronosRequest) binding() *cutenative.ForecastRequest {
 	return out
 }
 
-// cost is the request's work in rows x decoding steps: a row per task and sample, a step per horizon step.
-func (k *kronosRequest) cost() int64 {
-	return int64(len(k.tasks)) * int64(k.sampling.SampleCount) * int64(k.Horizon)
+// kronos is the forecaster of Kronos models.
+type kronos struct {
+	m *servedModel
+	// The predictor's shapes (config.json), for the working-memory estimate.
+	dModel, layers, heads, vocab int64
 }
 
-// forecastKronos validates, runs and answers a request for Kronos model m (handleForecast's hook, after the
-// body was read and decoded within ctx).
-func (s *Server) forecastKronos(ctx context.Context, w http.ResponseWriter, m *loadedModel, req *forecastRequest) *apiError {
-	lim := limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen, MaxHorizon: s.cfg.MaxHorizon,
-		ModelMaxHorizon: m.info.MaxHorizon, MaxOutputValues: s.cfg.MaxOutputValues, MaxInputValues: s.cfg.MaxInputValues}
-	k, err := req.validateKronos(ctx, lim, m.info.ContextLength)
+func newKronos(m *servedModel) (forecaster, error) {
+	k := &kronos{m: m, dModel: 256, layers: 8, heads: 8, vocab: 1 << 10}
+	if desc, err := m.model.Describe(); err == nil {
+		var d struct {
+			Config struct {
+				DModel int64 `json:"d_model"`
+				Layers int64 `json:"n_layers"`
+				Heads  int64 `json:"n_heads"`
+				S1Bits int64 `json:"s1_bits"`
+			} `json:"config"`
+		}
+		if json.Unmarshal([]byte(desc), &d) == nil && d.Config.DModel > 0 && d.Config.Layers > 0 && d.Config.Heads > 0 {
+			k.dModel, k.layers, k.heads = d.Config.DModel, d.Config.Layers, d.Config.Heads
+			if d.Config.S1Bits > 0 && d.Config.S1Bits < 31 {
+				k.vocab = 1 << d.Config.S1Bits
+			}
+		}
+	}
+	return k, nil
+}
+
+// work: a decoding step per horizon step, each over every row's window (tasks x samples rows).
+func (k *kronos) work(samples int64, bars []int64, horizon int64) work {
+	maxCtx := max(k.m.info.ContextLength, 1)
+	var tokenRows, rows int64
+	for _, n := range bars {
+		tokenRows += samples * min(n+horizon, maxCtx)
+		rows += samples
+	}
+	return work{passes: horizon, units: tokenRows * horizon,
+		what: fmt.Sprintf("%d decoding steps over %d sample rows of up to %d bars", horizon, rows, maxCtx)}
+}
+
+// callMemory estimates the call's working memory: per token row, the activations of a layer (d_model and the
+// feed-forward's 4 x d_model wide, in float32), the attention scores of a row's window over every head, and the
+// logits of both token halves; per row, its KV cache over every layer.
+func (k *kronos) callMemory(samples int64, bars []int64, horizon int64) int64 {
+	maxCtx := max(k.m.info.ContextLength, 1)
+	var mem int64
+	for _, n := range bars {
+		w := min(n+horizon, maxCtx)
+		rows := samples
+		mem += rows * w * 4 * (12*k.dModel + k.heads*w + 2*k.vocab)
+		mem += rows * w * 4 * 2 * k.dModel * k.layers
+	}
+	return mem
+}
+
+func (k *kronos) probes() (probe, probe) {
+	mk := func(samples int) probe {
+		const bars, horizon = 16, 2
+		v := make([]float32, bars)
+		ts := make([]int64, bars)
+		for i := range v {
+			v[i], ts[i] = 100+float32(i%5), int64(1700000000+60*i)
+		}
+		req := &cutenative.ForecastRequest{Horizon: horizon, Seed: 1,
+			Sampling: &cutenative.Sampling{Temperature: 1, TopP: 0.9, SampleCount: samples}}
+		for c := 0; c < 4; c++ {
+			s := cutenative.Series{Values: v, Group: 1}
+			if c == 0 {
+				s.Timestamps, s.FutureTimestamps = ts, []int64{ts[bars-1] + 60, ts[bars-1] + 120}
+			}
+			req.Series = append(req.Series, s)
+		}
+		return probe{w: k.work(int64(samples), []int64{bars}, horizon), run: func(ctx context.Context) error {
+			_, err := k.m.model.Forecast(ctx, req)
+			return err
+		}}
+	}
+	return mk(1), mk(64)
+}
+
+func (k *kronos) plan(ctx context.Context, req *forecastRequest, lim limits) (*forecastPlan, error) {
+	kr, err := req.validateKronos(ctx, lim, k.m.info.ContextLength)
 	if err != nil {
-		return fromError(err)
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return fromError(err)
+	S := int64(kr.sampling.SampleCount)
+	bars := make([]int64, len(kr.tasks))
+	var channels int64
+	for i, t := range kr.tasks {
+		bars[i] = int64(len(t.channels[0]))
+		channels += int64(len(t.channels))
 	}
-	lane := m.queue
-	if k.cost() > s.cfg.LongCost {
-		lane = m.long
+	H := int64(kr.Horizon)
+	outputs := channels * H
+	if kr.returnSamples {
+		outputs += channels * H * S
 	}
-	// Run alone: a call of its own, never merged (its seed is its own).
-	breq := k.binding()
-	f, err := runAlone(ctx, lane, len(breq.Series), func(ctx context.Context) (*cutenative.Forecast, error) {
-		return m.model.Forecast(ctx, breq)
-	})
-	if err != nil {
-		return fromError(err)
-	}
-	resp, i := k.response(m.name, f)
-	if i >= 0 {
-		return badRequest(fmt.Sprintf("series[%d]: the forecast is not finite (values too large for the model's float32 arithmetic)", i))
-	}
-	return s.writeJSON(w, http.StatusOK, resp)
+	return &forecastPlan{call: kr.binding(), work: k.work(S, bars, H), callMem: k.callMemory(S, bars, H), outputs: outputs,
+		answer: func(f *cutenative.Forecast, _ int) (any, error) {
+			resp, i := kr.response(k.m.name, f)
+			if i >= 0 {
+				return nil, badRequest(fmt.Sprintf("series[%d]: the forecast is not finite (values too large for the model's "+
+					"float32 arithmetic)", i))
+			}
+			return resp, nil
+		}}, nil
+}
+
+// freshSeed is the seed of a request that names none: random, and echoed in the answer so it can be replayed.
+func freshSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // response builds the body from the forecast, or returns the index of a series whose forecast is not finite.
@@ -411,17 +492,9 @@ func samplesField(b *api.BarSamples, c int) *[][]float32 {
 	return [...]*[][]float32{&b.Open, &b.High, &b.Low, &b.Close, &b.Volume, &b.Amount}[c]
 }
 
-// modelLevels is what /v1/models lists as a model's quantile levels: none for Kronos.
-func modelLevels(m *cutenative.Model, info cutenative.Info) ([]float32, error) {
-	if info.Kind == kindKronos {
-		return []float32{}, nil
-	}
-	return m.Quantiles()
-}
-
 // describeKronos adds what a client needs to call a Kronos model to its /v1/models entry.
 func describeKronos(mi *api.ModelInfo) {
-	if mi.Kind != kindKronos {
+	if mi.Kind != "kronos" {
 		return
 	}
 	d := kronosDefaults

@@ -219,9 +219,25 @@ func TestKronosChannelsAndDefaults(t *testing.T) {
 		r.ReturnSamples, r.Temperature, r.TopK, r.TopP, r.SampleCount, r.Seed = nil, nil, nil, nil, nil, nil
 	}))
 	fc := got.Forecasts[0]
-	if *got.Sampling != kronosDefaults || fc.Samples != nil || len(fc.Mean.Close) != f.req.Horizon || fc.Mean.Volume != nil ||
+	// An unseeded request gets a fresh seed, echoed so that it can be replayed.
+	defaults := *got.Sampling
+	defaults.Seed = 0
+	if defaults != kronosDefaults || fc.Samples != nil || len(fc.Mean.Close) != f.req.Horizon || fc.Mean.Volume != nil ||
 		bytes.Contains(b, []byte("volume")) {
 		t.Fatalf("response %s", b)
+	}
+	again, _ := ts.forecast(t, f.body(t, func(r *api.ForecastRequest) {
+		r.ReturnSamples, r.Temperature, r.TopK, r.TopP, r.SampleCount, r.Seed = nil, nil, nil, nil, nil, nil
+	}))
+	if again.Sampling.Seed == got.Sampling.Seed {
+		t.Fatalf("two unseeded requests got the same seed %d", got.Sampling.Seed)
+	}
+	seed := got.Sampling.Seed
+	replay, _ := ts.forecast(t, f.body(t, func(r *api.ForecastRequest) {
+		r.ReturnSamples, r.Temperature, r.TopK, r.TopP, r.SampleCount, r.Seed = nil, nil, nil, nil, nil, &seed
+	}))
+	if !testenv.SameBits(replay.Forecasts[0].Mean.Close, fc.Mean.Close) {
+		t.Fatalf("the echoed seed %d does not replay the forecast", seed)
 	}
 }
 
@@ -292,7 +308,8 @@ func TestKronosBadRequestsName400Fields(t *testing.T) {
 		t.Fatal("the fixture's seed is not 2")
 	}
 	for _, tc := range []struct{ seed, message string }{
-		{"-1", `field "seed"`}, {"18446744073709551616", `field "seed"`}, {"1.5", `field "seed"`}, {`"7"`, `field "seed"`},
+		{"-1", "seed: expected a non-negative integer, got -1"}, {"18446744073709551616", "seed: the integer 18446744073709551616 is out of range"},
+		{"1.5", "seed: expected a non-negative integer, got 1.5"}, {`"7"`, "seed: expected a number, got a string"},
 	} {
 		t.Run("seed "+tc.seed, func(t *testing.T) { ts.expect400(t, fmt.Sprintf(raw, tc.seed), tc.message) })
 	}
@@ -355,7 +372,8 @@ func TestKronosCostsAre400sBeforeAllocation(t *testing.T) {
 		edit    func(r *api.ForecastRequest)
 		message string
 	}{
-		{"bars past -max-series-len", nil, "series[0].open: 30 bars exceed the limit of 25"},
+		// Refused while the body is decoded, at the first value past the limit (the fixture gives timestamps first).
+		{"bars past -max-series-len", nil, "series[0].timestamps[25]: more than 25 timestamps (the server's limit per series)"},
 		// 6 channels x 6 steps x 512 paths = 18432 sample values
 		{"sample paths count", samples(512, short), "18432 sample-path values (return_samples)"},
 		{"17 series x 4096 samples", samples(4096, repeat(17)), "17 series x 4096 samples = 69632 rows exceed the limit of 65536"},
@@ -407,13 +425,13 @@ func TestKronosRequestsRunAlone(t *testing.T) {
 	}
 }
 
-// A Kronos request costing more than -long-cost (tasks x samples x horizon) runs in the long lane: answered
-// while the short lane is held.
+// A Kronos request whose estimated compute is above -long-after (64 samples: ~75 ms measured on the 2-core CI
+// machine, against ~5 ms for one sample) runs in the long lane: answered while the short lane is held.
 func TestCostlyKronosRequestTakesTheLongLane(t *testing.T) {
-	ts := startKronos(t, Config{})
+	ts := startKronos(t, Config{LongAfter: 20 * time.Millisecond})
 	f := loadKronosFixture(t, "a_greedy")
-	g, cheap := ts.holdWorker(t, f.body(t, nil))                              // the short lanes only
-	costly := f.body(t, func(r *api.ForecastRequest) { *r.SampleCount = 64 }) // 1 x 64 x 6 = 384 > 256
+	g, cheap := ts.holdWorker(t, f.body(t, nil)) // the short lanes only
+	costly := f.body(t, func(r *api.ForecastRequest) { *r.SampleCount = 64 })
 	if code, _, b := ts.post(t, costly); code != 200 || !bytes.Contains(b, []byte(`"sample_count":64`)) {
 		t.Fatalf("costly request: %d %.300s", code, b)
 	}
@@ -468,7 +486,7 @@ func FuzzDecodeKronos(f *testing.F) {
 	}
 	lim := limits{MaxSeries: 64, MaxSeriesLen: 4096, MaxHorizon: 4096, ModelMaxHorizon: 40, MaxOutputValues: 1 << 16, MaxInputValues: 1 << 16}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req, err := decodeForecast(data)
+		req, err := decodeBytes(data, lim)
 		var k *kronosRequest
 		if err == nil {
 			k, err = req.validateKronos(context.Background(), lim, 40)
@@ -491,7 +509,7 @@ func FuzzDecodeKronos(f *testing.F) {
 			}
 			n += len(task.channels)
 		}
-		if len(b.Series) != n || k.cost() < 1 {
+		if len(b.Series) != n {
 			t.Fatalf("binding: %d series for %d channels", len(b.Series), n)
 		}
 	})

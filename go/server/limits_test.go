@@ -76,9 +76,9 @@ func TestAbsurdCostsAre400sBeforeAllocation(t *testing.T) {
 		name, body, message string
 	}{
 		{"horizon 1e9 with timestamps", `{"horizon": 1000000000, "series": [{"values": [1, 2], "timestamps": ["2020-01-01", "2020-01-02"]}]}`,
-			"exceeds the model's limit"},
+			"exceeds the server's limit of 65536 (-max-horizon)"},
 		{"horizon 9e18 (an integer)", `{"horizon": 9000000000000000000, "series": [{"values": [1, 2], "timestamps": ["2020-01-01", "2020-01-02"]}]}`,
-			"exceeds the model's limit"},
+			"horizon: 9000000000000000000 exceeds the server's limit of 65536 (-max-horizon)"},
 		{"27 KB: 1024 series x 99 levels x horizon 65536", big, "above the limit of 4194304"},
 		{"timestamps 200 years apart, 50 steps", `{"horizon": 50, "series": [{"values": [1, 2], "timestamps": ["1800-01-01T00:00:00Z", "2000-01-02T00:00:00Z"]}]}`,
 			"9999"},
@@ -109,11 +109,15 @@ func TestFutureTimestampsBeyondADuration(t *testing.T) {
 	}
 }
 
-// cost counts a row per series and per covariate.
-func TestCostCountsCovariateRows(t *testing.T) {
-	r := &cutenative.ForecastRequest{Horizon: 130, Series: make([]cutenative.Series, 2), Covariates: make([]cutenative.Covariate, 6)}
-	if c := cost(r, cutenative.Info{NativeHorizon: 64}); c != 8*3 {
-		t.Fatalf("cost %d, want 24 (8 rows x 3 passes)", c)
+// A Chronos-2 request's work: a pass per native horizon; the first over every row's own tokens (a row per series
+// and per covariate), each rollout pass over 9 quantile paths per row and the full context.
+func TestChronos2Work(t *testing.T) {
+	c := &chronos2{m: &servedModel{info: cutenative.Info{NativeHorizon: 64, ContextLength: 512}}, patch: 16, outPatches: 4}
+	w := c.work([]int64{7, 1}, []int64{100, 16}, 130) // a task of a series and 6 covariates, a plain series
+	first := int64(7*(7+1+4) + 1*(1+1+4))
+	rollout := int64(2 * 8 * 9 * (32 + 1 + 4))
+	if w.passes != 3 || w.units != first+rollout {
+		t.Fatalf("work %+v, want 3 passes and %d units", w, first+rollout)
 	}
 }
 
@@ -144,6 +148,7 @@ func TestLongRequestDoesNotDelayShortOnes(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/v1/forecast",
 			strings.NewReader(`{"horizon": 65536, "series": [{"values": [1, 2, 3, 4, 5, 6, 7, 8]}]}`))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			long <- -1
@@ -201,10 +206,11 @@ func TestStrictBodies(t *testing.T) {
 		{"trailing brace", ok + `}`, "malformed JSON"},
 		{"trailing bracket", ok + `]`, "malformed JSON"},
 		{"trailing value", ok + ` 1`, "trailing data"},
-		{"duplicate key", `{"horizon": 2, "horizon": 3, "series": [{"values": [1]}]}`, `duplicate key "horizon"`},
-		{"duplicate nested key", `{"horizon": 2, "series": [{"values": [1], "values": [2]}]}`, `duplicate key "values"`},
+		{"duplicate key", `{"horizon": 2, "horizon": 3, "series": [{"values": [1]}]}`, "horizon: duplicate key"},
+		{"duplicate nested key", `{"horizon": 2, "series": [{"values": [1], "values": [2]}]}`, "series[0].values: duplicate key"},
 		{"invalid UTF-8", "{\"horizon\": 2, \"series\": [{\"id\": \"\xff\", \"values\": [1]}]}", "not valid UTF-8"},
-		{"deep nesting", strings.Repeat("[", 64) + strings.Repeat("]", 64), "nested deeper"},
+		{"deep nesting", strings.Repeat("[", 64) + strings.Repeat("]", 64), "expected an object, got an array"},
+		{"deep values", `{"horizon": 2, "series": [{"values": [[[[1]]]]}]}`, "series[0].values[0]: expected a number, got an array"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { ts.expect400(t, tc.body, tc.message) })
@@ -231,7 +237,7 @@ func TestSlowBodyIs408WithoutAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/forecast HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"horizon\": 2")
+	fmt.Fprintf(c, "POST /v1/forecast HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"horizon\": 2")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,63 +2,34 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/cutenative/cutenative/go/api"
-	"github.com/cutenative/cutenative/go/cutenative"
 	"github.com/cutenative/cutenative/go/lora"
 )
 
-// loadEmbedder opens the sentence-embedding model (unless cfg.Embedder is given) that /v1/embeddings serves and
-// LoRA search embeds with. It runs on the configured device and threads, in f32 eager mode: the catalog's
-// threshold was tuned on f32 embeddings.
-func (s *Server) loadEmbedder() error {
-	emb := s.cfg.Embedder
-	entry := &api.ModelInfo{ID: s.embedModelName(), Object: "model", Created: time.Now().Unix(), OwnedBy: ownedBy,
-		Name: s.embedModelName(), Kind: "embedding", Quantiles: []float32{}}
-	if emb == nil {
-		m, err := cutenative.Open(s.cfg.EmbedModel, &cutenative.Options{Device: s.cfg.Open.Device, Threads: s.cfg.Open.Threads})
-		if err != nil {
-			return fmt.Errorf("embedding model %s: %w", s.cfg.EmbedModel, err)
-		}
-		info, err := m.Info()
-		if err == nil && info.EmbeddingDim <= 0 {
-			err = fmt.Errorf("a %s model, not a sentence-embedding model", info.Kind)
-		}
-		if err != nil {
-			m.Close()
-			return fmt.Errorf("embedding model %s: %w", s.cfg.EmbedModel, err)
-		}
-		s.embedModel = m
-		emb = m
-		entry.Device, entry.DType, entry.Mode, entry.Parameters = info.Device, info.DType, info.Mode, info.Parameters
-		entry.EmbeddingDim, entry.MaxTokens = info.EmbeddingDim, info.MaxTokens
-	} else if d, ok := emb.(interface{ Dim() int }); ok {
-		entry.EmbeddingDim = int64(d.Dim())
-	}
-	s.loraEmb = emb
-	s.embedEntry.Store(entry)
-	return nil
+// embedFunc adapts a model's embed function to lora.Embedder.
+type embedFunc func(ctx context.Context, texts []string) ([][]float32, error)
+
+func (f embedFunc) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return f(ctx, texts)
 }
 
-// loadLoRAs loads the catalog with the embedding model loadEmbedder opened.
+// loadLoRAs loads the catalog, embedded with the server's embedding model (Config.EmbedModel or Embedder).
 func (s *Server) loadLoRAs(ctx context.Context) error {
-	log := s.cfg.Logger
-	if log == nil {
-		log = slog.Default()
+	m, e := s.find("", capEmbed)
+	if e != nil {
+		return e
 	}
-	reg, err := lora.NewRegistry(ctx, s.cfg.LoRACatalog, s.loraEmb, log)
+	reg, err := lora.NewRegistry(ctx, s.cfg.LoRACatalog, embedFunc(m.embed), s.logger())
 	if err != nil {
 		return err
 	}
-	if e := s.embedEntry.Load(); e != nil && e.EmbeddingDim == 0 {
-		c := *e
-		c.EmbeddingDim = int64(reg.Router().Dim()) // a cfg.Embedder's vectors: the catalog's dimension
-		s.embedEntry.Store(&c)
+	if m.info.EmbeddingDim == 0 {
+		m.info.EmbeddingDim = int64(reg.Router().Dim()) // a stand-in Embedder's vectors: the catalog's dimension
 	}
 	s.loras.Store(reg)
 	return nil
@@ -67,6 +38,40 @@ func (s *Server) loadLoRAs(ctx context.Context) error {
 // LoRAs returns the LoRA catalog registry (Reload, Watch, Stats), nil when none is configured or loaded.
 func (s *Server) LoRAs() *lora.Registry { return s.loras.Load() }
 
+// loraSearchRequest is a decoded POST /v1/loras/search body (the wire form is api.LoRASearchRequest).
+type loraSearchRequest struct {
+	Prompt      string
+	promptGiven bool
+	TopK        *int
+}
+
+func decodeLoRASearch(d *decoder) (*loraSearchRequest, error) {
+	req := &loraSearchRequest{}
+	err := d.r.Object(func(key string) error {
+		var err error
+		switch key {
+		case "prompt":
+			req.promptGiven = true
+			req.Prompt, err = d.str(lora.MaxPromptBytes)
+		case "top_k":
+			var n int64
+			if n, err = d.integer(math.MinInt32, math.MaxInt32); err == nil {
+				k := int(n)
+				req.TopK = &k
+			}
+		default:
+			err = d.unknown(key, "a LoRA search")
+		}
+		return err
+	})
+	if err == nil {
+		err = d.r.End()
+	}
+	return req, err
+}
+
+// handleLoRASearch embeds the prompt through the embedding model's lanes (admission, deadline, cancel, metrics
+// like every model call) and ranks the catalog.
 func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiError {
 	reg := s.loras.Load()
 	if reg == nil {
@@ -80,13 +85,18 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 			return fromError(errShuttingDown)
 		}
 	}
-	data, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	rq, e := s.begin(w, r)
 	if e != nil {
 		return e
 	}
-	var req api.LoRASearchRequest
-	if err := decodeBody(data, &req); err != nil {
-		return fromError(err)
+	defer rq.end()
+	d, err := newDecoder(rq.body, rq.acct, s.decodeLimits())
+	if err != nil {
+		return decodeError(err)
+	}
+	req, err := decodeLoRASearch(d)
+	if err != nil {
+		return decodeError(err)
 	}
 	topK := lora.DefaultTopK
 	if req.TopK != nil {
@@ -98,31 +108,17 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 	if err := lora.CheckTopK(topK); err != nil {
 		return queryError(err)
 	}
-
-	// Admission: at most loraSlots embeddings at once, QueueSize more waiting, then 429.
-	if s.loraWaiting.Add(1) > int64(s.cfg.QueueSize+cap(s.loraSlots)) {
-		s.loraWaiting.Add(-1)
-		return fromError(errQueueFull)
-	}
-	defer s.loraWaiting.Add(-1)
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	select {
-	case s.loraSlots <- struct{}{}:
-	case <-ctx.Done():
-		return fromError(ctx.Err())
+	m, e := s.find("", capEmbed)
+	if e != nil {
+		return e
 	}
 	router := reg.Router() // the catalog this request is answered from, whatever reloads do meanwhile
 	start := time.Now()
-	vecs, err := s.loraEmb.Embed(ctx, []string{req.Prompt})
-	<-s.loraSlots
+	vecs, e := s.embedCall(rq, m, []string{req.Prompt})
 	embedded := time.Now()
 	s.metrics.loraEmbedSeconds.observe(embedded.Sub(start).Seconds())
-	if err != nil {
-		return fromError(err)
-	}
-	if len(vecs) != 1 {
-		return fromError(fmt.Errorf("%w: %d vectors for one prompt", lora.ErrEmbedding, len(vecs)))
+	if e != nil {
+		return e
 	}
 	res, err := router.SearchEmbedding(vecs[0], topK)
 	s.metrics.loraRouteSeconds.observe(time.Since(embedded).Seconds())

@@ -144,30 +144,35 @@ func TestLoRABadRequests(t *testing.T) {
 	ts := startLoRA(t, Config{MaxBodyBytes: 32 << 10})
 	tests := []struct{ name, body, code, message string }{
 		{"malformed JSON", `{"prompt": "x"`, "invalid_argument", "malformed JSON"},
-		{"not an object", `["x"]`, "invalid_argument", "must be a JSON object"},
+		{"not an object", `["x"]`, "invalid_argument", "expected an object, got an array"},
 		{"trailing data", `{"prompt": "x"} {}`, "invalid_argument", "trailing data"},
 		{"unknown field", `{"prompt": "x", "temperature": 1}`, "invalid_argument", "unknown field"},
 		{"missing prompt", `{"top_k": 3}`, "invalid_argument", "prompt: empty"},
 		{"empty prompt", `{"prompt": ""}`, "invalid_argument", "prompt: empty"},
 		{"blank prompt", `{"prompt": " \n\t"}`, "invalid_argument", "prompt: empty"},
-		{"null prompt", `{"prompt": null}`, "invalid_argument", "prompt: empty"},
-		{"prompt as number", `{"prompt": 5}`, "invalid_argument", `field "prompt"`},
+		{"null prompt", `{"prompt": null}`, "invalid_argument", "prompt: expected a string, got null"},
+		{"prompt as number", `{"prompt": 5}`, "invalid_argument", "prompt: expected a string, got a number"},
 		{"NUL in prompt", `{"prompt": "a\u0000b"}`, "invalid_argument", "NUL"},
-		{"huge prompt", `{"prompt": "` + strings.Repeat("x", lora.MaxPromptBytes+1) + `"}`, "invalid_argument", "exceed the limit"},
+		{"huge prompt", `{"prompt": "` + strings.Repeat("x", lora.MaxPromptBytes+1) + `"}`, "invalid_argument", "prompt: a string longer than 16384 bytes"},
 		{"top_k 0", `{"prompt": "x", "top_k": 0}`, "invalid_argument", "top_k"},
 		{"negative top_k", `{"prompt": "x", "top_k": -3}`, "invalid_argument", "top_k"},
 		{"huge top_k", `{"prompt": "x", "top_k": 1000000}`, "invalid_argument", "top_k: must lie in [1, 100]"},
-		{"overflowing top_k", `{"prompt": "x", "top_k": 1e30}`, "invalid_argument", `field "top_k"`},
-		{"fractional top_k", `{"prompt": "x", "top_k": 1.5}`, "invalid_argument", `field "top_k"`},
-		{"top_k as string", `{"prompt": "x", "top_k": "3"}`, "invalid_argument", `field "top_k"`},
-		{"nested junk", `{"prompt": "x", "top_k": [[[[[[[[[[1]]]]]]]]]]}`, "invalid_argument", `field "top_k"`},
-		{"oversized body", `{"prompt": "` + strings.Repeat("y", 40<<10) + `"}`, "body_too_large", "exceeds 32768 bytes"},
+		{"overflowing top_k", `{"prompt": "x", "top_k": 1e30}`, "invalid_argument", "top_k: expected an integer, got 1e30"},
+		{"fractional top_k", `{"prompt": "x", "top_k": 1.5}`, "invalid_argument", "top_k: expected an integer, got 1.5"},
+		{"top_k as string", `{"prompt": "x", "top_k": "3"}`, "invalid_argument", "top_k: expected a number, got a string"},
+		{"nested junk", `{"prompt": "x", "top_k": [[[[[[[[[[1]]]]]]]]]]}`, "invalid_argument", "top_k: expected a number, got an array"},
+		// The body limit: 40 KB of whitespace before a short prompt.
+		{"oversized body", `{"prompt": "y"` + strings.Repeat(" ", 40<<10) + `}`, "body_too_large", "exceeds 32768 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code, b := ts.search(t, tc.body)
-			if code != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400: %s", code, b)
+			want := http.StatusBadRequest
+			if tc.code == "body_too_large" {
+				want = http.StatusRequestEntityTooLarge
+			}
+			if code != want {
+				t.Fatalf("status %d, want %d: %s", code, want, b)
 			}
 			var e api.ErrorResponse
 			if err := json.Unmarshal(b, &e); err != nil {
@@ -385,15 +390,15 @@ func TestLoRAQueueFullAndTimeout(t *testing.T) {
 	g := &gatedEmbedder{wordEmbedder: wordEmbedder{dim: 64}, entered: make(chan struct{}, 64), release: make(chan struct{})}
 	ts := startLoRA(t, Config{Embedder: g, QueueSize: 1, Timeout: 5 * time.Second})
 	g.armed.Store(true)
-	admitted := cap(ts.loraSlots) + 1 // running + QueueSize waiting
+	// Searches embed through the embedding model's short lane: one call runs, QueueSize wait, then 429.
+	admitted := 2
 	results := make(chan int, admitted)
 	for i := 0; i < admitted; i++ {
 		go func() { c, _ := ts.search(t, `{"prompt": "knight"}`); results <- c }()
 	}
-	for i := 0; i < cap(ts.loraSlots); i++ {
-		<-g.entered // every slot is taken
-	}
-	waitUntil(t, "the admitted searches waiting", func() bool { return ts.loraWaiting.Load() >= int64(admitted) })
+	<-g.entered // the lane's call runs
+	lane := ts.models["embedding"].short
+	waitUntil(t, "the second search queued", func() bool { return lane.len() == 1 })
 	code, b := ts.search(t, `{"prompt": "knight"}`)
 	if code != 429 || !strings.Contains(string(b), "overloaded") {
 		t.Fatalf("over the limit: %d %s", code, b)

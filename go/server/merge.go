@@ -62,9 +62,9 @@ func (p *mergeForecasts) run(ctx context.Context, batch []*job) []jobResult {
 }
 
 // submit is the forecast endpoint's call into a queue: req runs in q, merged with queued requests of the
-// same key ("" runs alone). It returns the call's forecast and the index of req's first series in it.
-func (p *mergeForecasts) submit(ctx context.Context, q *jobQueue, req *cutenative.ForecastRequest, key string) (*cutenative.Forecast, int, error) {
-	j := &job{ctx: ctx, policy: p, payload: forecastJob{req: req, key: key}, units: len(req.Series)}
+// same key ("" runs alone); est is its estimated seconds. It returns the call's forecast and the index of req's first series in it.
+func (p *mergeForecasts) submit(ctx context.Context, q *jobQueue, req *cutenative.ForecastRequest, key string, est float64) (*cutenative.Forecast, int, error) {
+	j := &job{ctx: ctx, policy: p, payload: forecastJob{req: req, key: key}, units: len(req.Series), est: est}
 	if err := q.submit(j); err != nil {
 		return nil, 0, err
 	}

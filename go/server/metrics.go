@@ -86,6 +86,30 @@ type metrics struct {
 	started     time.Time // process_start_time_seconds (the server's creation: close enough, and testable)
 
 	models map[string]*modelMetrics // per configured model, registered by Load
+
+	refusals map[[2]string]uint64 // (endpoint, reason) -> count (under mu)
+	bytes    *byteBudget          // bytes in flight; nil: none
+	extra    []func(w io.Writer)  // series the command adds (connections)
+}
+
+// refuse counts a request refused by a limit (reason names it: the apiError's reason, else its code).
+func (m *metrics) refuse(endpoint, reason string) {
+	m.mu.Lock()
+	m.refusals[[2]string{endpoint, reason}]++
+	m.mu.Unlock()
+}
+
+// refused returns the refusals counted for (endpoint, reason).
+func (m *metrics) refused(endpoint, reason string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refusals[[2]string{endpoint, reason}]
+}
+
+func (m *metrics) addExtra(write func(w io.Writer)) {
+	m.mu.Lock()
+	m.extra = append(m.extra, write)
+	m.mu.Unlock()
 }
 
 // modelMetrics are one model's series, labelled model.
@@ -171,6 +195,7 @@ func newMetrics() *metrics {
 	lib := Library()
 	return &metrics{
 		requests: map[[2]string]uint64{},
+		refusals: map[[2]string]uint64{},
 		models:   map[string]*modelMetrics{},
 		started:  time.Now(),
 		buildLabels: fmt.Sprintf("version=%q,library_version=%q,go_version=%q,torch_version=%q", BinaryVersion(), lib.Version,
@@ -227,8 +252,26 @@ func (m *metrics) write(w io.Writer) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "cutenative_requests_total{endpoint=%q,outcome=%q} %d\n", k[0], k[1], m.requests[k])
 	}
+	keys = keys[:0]
+	for k := range m.refusals {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return strings.Join(keys[i][:], "\x00") < strings.Join(keys[j][:], "\x00") })
+	fmt.Fprintf(w, "# HELP cutenative_refusals_total Requests refused by a limit, by endpoint and the limit (reason).\n# TYPE cutenative_refusals_total counter\n")
+	for _, k := range keys {
+		fmt.Fprintf(w, "cutenative_refusals_total{endpoint=%q,reason=%q} %d\n", k[0], k[1], m.refusals[k])
+	}
 	queues := append([]*queueMetrics(nil), m.queues...)
+	extra := append([]func(w io.Writer){}, m.extra...)
 	m.mu.Unlock()
+	if m.bytes != nil {
+		fmt.Fprintf(w, "# HELP cutenative_inflight_bytes Bytes held by requests in flight (decoded bodies, answers), of -max-inflight-bytes.\n# TYPE cutenative_inflight_bytes gauge\ncutenative_inflight_bytes %d\n", m.bytes.used.Load())
+		fmt.Fprintf(w, "# HELP cutenative_inflight_bytes_limit The bytes budget (-max-inflight-bytes).\n# TYPE cutenative_inflight_bytes_limit gauge\ncutenative_inflight_bytes_limit %d\n", m.bytes.limit)
+		fmt.Fprintf(w, "# HELP cutenative_inflight_bytes_peak The most bytes in flight at once since the start.\n# TYPE cutenative_inflight_bytes_peak gauge\ncutenative_inflight_bytes_peak %d\n", m.bytes.peak.Load())
+	}
+	for _, write := range extra {
+		write(w)
+	}
 	sort.SliceStable(queues, func(i, j int) bool { return queues[i].labels < queues[j].labels })
 	fmt.Fprintf(w, "# HELP cutenative_queue_depth Jobs waiting for a model lane.\n# TYPE cutenative_queue_depth gauge\n")
 	for _, q := range queues {

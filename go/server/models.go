@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/cutenative/cutenative/go/api"
 )
@@ -10,25 +11,37 @@ import (
 // ownedBy is every /v1/models entry's owned_by.
 const ownedBy = "cutenative"
 
-// handleModels answers GET /v1/models in OpenAI's list shape: the forecasters by name, then the embedding
-// model when one is loaded; cutenative's own fields (kind, device, horizons, ...) beside the OpenAI ones.
+// handleModels answers GET /v1/models in OpenAI's list shape: every model of the table, the forecasters first,
+// then the embedding models, then the image models, each group by name; cutenative's own fields (kind,
+// capabilities, device, horizons, ...) beside the OpenAI ones.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError {
 	s.mu.RLock()
-	out := make([]api.ModelInfo, 0, len(s.models)+1)
+	out := make([]api.ModelInfo, 0, len(s.models))
+	order := map[string]capability{}
 	for _, m := range s.models {
-		out = append(out, api.ModelInfo{ID: m.name, Object: "model", Created: m.loaded.Unix(), OwnedBy: ownedBy,
-			Name: m.name, Kind: m.info.Kind, Device: m.info.Device, DType: m.info.DType,
-			Mode: m.info.Mode, Parameters: m.info.Parameters, ContextLength: m.info.ContextLength,
-			NativeHorizon: m.info.NativeHorizon, MaxHorizon: m.info.MaxHorizon, Quantiles: m.levels,
-			Default: m.name == s.cfg.DefaultModel})
+		mi := api.ModelInfo{ID: m.name, Object: "model", Created: m.loaded.Unix(), OwnedBy: ownedBy,
+			Name: m.name, Kind: m.kind, Capabilities: strings.Split(m.caps.String(), ","), Device: m.info.Device,
+			DType: m.info.DType, Mode: m.info.Mode, Parameters: m.info.Parameters, Quantiles: m.levels,
+			Default: m.name == s.defaults[capForecast]}
+		if m.caps&capForecast != 0 {
+			mi.ContextLength, mi.NativeHorizon, mi.MaxHorizon = m.info.ContextLength, m.info.NativeHorizon, m.info.MaxHorizon
+		}
+		if m.caps&capEmbed != 0 {
+			mi.EmbeddingDim, mi.MaxTokens = m.info.EmbeddingDim, m.info.MaxTokens
+		}
+		if m.caps&capGenerate != 0 {
+			mi.MaxTokens, mi.ImageSizeMultiple, mi.DefaultSteps = m.info.MaxTokens, m.info.ImageSizeMultiple, m.info.DefaultSteps
+		}
+		describeKronos(&mi)
+		out = append(out, mi)
+		order[m.name] = m.caps
 	}
 	s.mu.RUnlock()
-	for i := range out {
-		describeKronos(&out[i])
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	if e := s.embedEntry.Load(); e != nil { // nil once closed
-		out = append(out, *e)
-	}
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := order[out[i].ID], order[out[j].ID]; a != b {
+			return a < b
+		}
+		return out[i].ID < out[j].ID
+	})
 	return s.writeJSON(w, http.StatusOK, api.ModelList{Object: "list", Data: out})
 }

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,8 @@ import (
 // The one call an endpoint makes for a model call of its own (an image through Model.Generate, a Kronos
 // forecast whose seed is per call), after s.admit() and its request's validation:
 //
-//	img, err := runAlone(ctx, m.queue, 0, func(ctx context.Context) (*cutenative.Image, error) {
+//	lane, e := s.admission(ctx, m, est) // the lane from the request's cost estimate (cost.go), or a refusal
+//	img, err := runAlone(ctx, lane, 0, est.seconds, func(ctx context.Context) (*cutenative.Image, error) {
 //		return m.model.Generate(ctx, req)
 //	})
 //	if err != nil {
@@ -28,23 +30,43 @@ import (
 //	}
 //
 // ctx carries the request's deadline; the call gets a context that ends with it (and its deadline). Calls
-// that may run for long (a long rollout) go to m.long instead of m.queue, so they never delay short ones.
+// estimated to run long go to m.long instead of m.short, so they never delay short ones; long lanes take a
+// server-wide slot (Config.LongSlots) for each call, so that long calls of several models cannot take every core.
+// A lane knows the estimated seconds of the work it holds (backlog), which admission compares with a new
+// request's deadline.
 
 var (
 	errQueueFull    = errors.New("queue full")
+	errInflight     = errors.New("too many requests in flight")
 	errShuttingDown = errors.New("shutting down")
 )
 
 // admit is admission's first step, taken before a request's body is read: at most Config.MaxInflight
-// requests are being read, validated, queued or run at once; beyond, errQueueFull (429 with Retry-After).
+// requests are being read, validated, queued or run at once; beyond, errInflight (429 with Retry-After).
 // Call release when the request is answered.
 func (s *Server) admit() (release func(), err error) {
 	if s.inflight.Add(1) > int64(s.cfg.MaxInflight) {
 		s.inflight.Add(-1)
-		return nil, errQueueFull
+		return nil, errInflight
 	}
 	return func() { s.inflight.Add(-1) }, nil
 }
+
+// queueFullError is errQueueFull naming the lane and its limit.
+type queueFullError struct {
+	model, lane string
+	capacity    int
+}
+
+func (e *queueFullError) Error() string {
+	limit := "-queue"
+	if e.lane == "long" {
+		limit = "long-queue"
+	}
+	return fmt.Sprintf("model %q's %s lane has %d requests waiting already (%s); retry later", e.model, e.lane, e.capacity, limit)
+}
+
+func (e *queueFullError) Is(target error) bool { return target == errQueueFull }
 
 // policy decides which queued jobs share one call, and makes the call. A call's jobs share its first job's
 // policy.
@@ -63,8 +85,9 @@ type policy interface {
 type job struct {
 	ctx     context.Context // the request's: its deadline and cancellation
 	policy  policy
-	payload any // the policy's input: a forecastJob for mergeForecasts, a call for runAlone
-	units   int // series the job adds to a call (the merge bound, cutenative_batch_series); 0: none
+	payload any     // the policy's input: a forecastJob for mergeForecasts, a call for runAlone
+	units   int     // series the job adds to a call (the merge bound, cutenative_batch_series); 0: none
+	est     float64 // estimated seconds of compute (cost.go)
 
 	result   chan jobResult // buffered: exactly one result is sent, the sender never blocks
 	enqueued time.Time
@@ -164,8 +187,8 @@ func (alone) run(ctx context.Context, batch []*job) []jobResult {
 // errShuttingDown) or not, drops it unrun when ctx ends while it waits, cancels the call's context when ctx
 // ends while it runs, and counts it in q's metrics. series is what the call forecasts, for
 // cutenative_batch_series (0: it forecasts none). See the top of this file for the endpoint's side.
-func runAlone[T any](ctx context.Context, q *jobQueue, series int, call func(context.Context) (T, error)) (T, error) {
-	j := &job{ctx: ctx, policy: alone{}, units: series,
+func runAlone[T any](ctx context.Context, q *jobQueue, series int, est float64, call func(context.Context) (T, error)) (T, error) {
+	j := &job{ctx: ctx, policy: alone{}, units: series, est: est,
 		payload: func(ctx context.Context) (any, error) { return call(ctx) }}
 	var zero T
 	if err := q.submit(j); err != nil {
@@ -182,19 +205,26 @@ func runAlone[T any](ctx context.Context, q *jobQueue, series int, call func(con
 // jobQueue is one model lane: a bounded FIFO of jobs and a worker that turns them into calls, one at a time,
 // each under its first job's policy.
 type jobQueue struct {
+	model     string
+	lane      string // "short" or "long"
 	capacity  int
 	metrics   *queueMetrics
-	beforeRun func(n int) // test hook: called with the number of jobs of each call before it is made
+	slots     chan struct{} // server-wide slots a call of this lane takes (long lanes); nil: none
+	beforeRun func(n int)   // test hook: called with the number of jobs of each call before it is made
 
-	mu      sync.Mutex
-	jobs    list.List // of *job, oldest first
-	closing bool
-	wake    chan struct{} // 1-buffered: a job was queued, or close began
-	done    chan struct{} // closed when the worker has finished
+	mu        sync.Mutex
+	jobs      list.List // of *job, oldest first
+	queuedEst float64   // estimated seconds of the queued jobs
+	runEst    float64   // estimated seconds of the running call (0: none)
+	slotEst   float64   // estimated seconds of the call waiting for a server-wide slot (0: none)
+	runStart  time.Time
+	closing   bool
+	wake      chan struct{} // 1-buffered: a job was queued, or close began
+	done      chan struct{} // closed when the worker has finished
 }
 
-func newJobQueue(model, lane string, capacity int, m *metrics) *jobQueue {
-	q := &jobQueue{capacity: capacity, metrics: m.queue(model, lane), wake: make(chan struct{}, 1),
+func newJobQueue(model, lane string, capacity int, m *metrics, slots chan struct{}) *jobQueue {
+	q := &jobQueue{model: model, lane: lane, capacity: capacity, metrics: m.queue(model, lane), slots: slots, wake: make(chan struct{}, 1),
 		done: make(chan struct{})}
 	go q.loop()
 	return q
@@ -214,10 +244,11 @@ func (q *jobQueue) submit(j *job) error {
 		return errShuttingDown
 	case q.jobs.Len() >= q.capacity:
 		q.metrics.dropped[dropFull].Add(1)
-		return errQueueFull
+		return &queueFullError{model: q.model, lane: q.lane, capacity: q.capacity}
 	}
 	j.result, j.enqueued, j.queue = make(chan jobResult, 1), time.Now(), q
 	j.elem = q.jobs.PushBack(j)
+	q.queuedEst += j.est
 	q.metrics.depth.Add(1)
 	j.unwatch = context.AfterFunc(j.ctx, func() { q.abandon(j) })
 	q.signal()
@@ -245,7 +276,23 @@ func (q *jobQueue) abandon(j *job) {
 func (q *jobQueue) removeLocked(j *job) {
 	q.jobs.Remove(j.elem)
 	j.elem = nil
+	q.queuedEst -= j.est
+	if q.jobs.Len() == 0 {
+		q.queuedEst = 0 // no rounding residue
+	}
 	q.metrics.depth.Add(-1)
+}
+
+// backlog is the estimated seconds before a job queued now would start: the queued jobs' estimates and what the
+// running call's estimate has left.
+func (q *jobQueue) backlog() float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.queuedEst + q.slotEst
+	if q.runEst > 0 {
+		b += max(0, q.runEst-time.Since(q.runStart).Seconds())
+	}
+	return b
 }
 
 // dropLocked answers a job whose context ended without running it.
@@ -310,7 +357,23 @@ func (q *jobQueue) loop() {
 		}
 		var batch []*job
 		batch, pending = q.gather(first)
+		if q.slots != nil {
+			est := 0.0
+			for _, j := range batch {
+				est += j.est
+			}
+			q.mu.Lock()
+			q.slotEst = est // still ahead of any new job while it waits
+			q.mu.Unlock()
+			q.slots <- struct{}{} // a server-wide long slot; the batch's jobs may end meanwhile (run drops them)
+			q.mu.Lock()
+			q.slotEst = 0
+			q.mu.Unlock()
+		}
 		q.run(batch)
+		if q.slots != nil {
+			<-q.slots
+		}
 	}
 }
 
@@ -377,6 +440,18 @@ func (q *jobQueue) run(batch []*job) {
 		j.state.Store(int32(jobRunning))
 		units += j.units
 	}
+	est := 0.0
+	for _, j := range batch {
+		est += j.est
+	}
+	q.mu.Lock()
+	q.runEst, q.runStart = est, start
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.runEst = 0
+		q.mu.Unlock()
+	}()
 	q.metrics.jobs.observe(float64(len(batch)))
 	if units > 0 {
 		q.metrics.series.observe(float64(units))

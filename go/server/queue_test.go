@@ -18,7 +18,7 @@ import (
 func testQueue(t *testing.T, capacity int) (*jobQueue, *metrics) {
 	t.Helper()
 	m := newMetrics()
-	q := newJobQueue("m", "short", capacity, m)
+	q := newJobQueue("m", "short", capacity, m, nil)
 	t.Cleanup(q.close)
 	return q, m
 }
@@ -28,7 +28,7 @@ func block(t *testing.T, q *jobQueue) (unblock func()) {
 	t.Helper()
 	entered, release := make(chan struct{}), make(chan struct{})
 	go func() {
-		_, _ = runAlone(context.Background(), q, 0, func(context.Context) (int, error) {
+		_, _ = runAlone(context.Background(), q, 0, 0, func(context.Context) (int, error) {
 			close(entered)
 			<-release
 			return 0, nil
@@ -82,7 +82,7 @@ func TestQueueAdmissionDeadlineCancel(t *testing.T) {
 				done := make(chan error, 1)
 				others = append(others, done)
 				go func() {
-					_, err := runAlone(context.Background(), q, 0, func(context.Context) (int, error) { return 0, nil })
+					_, err := runAlone(context.Background(), q, 0, 0, func(context.Context) (int, error) { return 0, nil })
 					done <- err
 				}()
 			}
@@ -96,7 +96,7 @@ func TestQueueAdmissionDeadlineCancel(t *testing.T) {
 			defer cancel()
 			got := make(chan error, 1)
 			go func() {
-				_, err := runAlone(ctx, q, 0, func(context.Context) (int, error) { ran <- struct{}{}; return 0, nil })
+				_, err := runAlone(ctx, q, 0, 0, func(context.Context) (int, error) { ran <- struct{}{}; return 0, nil })
 				got <- err
 			}()
 			if tc.while != nil {
@@ -129,7 +129,7 @@ func TestQueueAdmissionDeadlineCancel(t *testing.T) {
 			}
 			if !tc.closed {
 				// The worker has served everything before this job: had it stayed queued, it would run now.
-				if _, err := runAlone(context.Background(), q, 0, func(context.Context) (int, error) { return 0, nil }); err != nil {
+				if _, err := runAlone(context.Background(), q, 0, 0, func(context.Context) (int, error) { return 0, nil }); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -156,7 +156,7 @@ func TestQueueCancelWhileRunning(t *testing.T) {
 	started := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := runAlone(ctx, q, 0, func(ctx context.Context) (int, error) {
+		_, err := runAlone(ctx, q, 0, 0, func(ctx context.Context) (int, error) {
 			close(started)
 			<-ctx.Done() // the call's context ends with the job's
 			return 0, ctx.Err()
@@ -407,12 +407,12 @@ func TestQueueProgress(t *testing.T) {
 // close runs what was admitted, then refuses.
 func TestQueueCloseFinishesQueuedWork(t *testing.T) {
 	m := newMetrics()
-	q := newJobQueue("m", "long", 8, m)
+	q := newJobQueue("m", "long", 8, m, nil)
 	unblock := block(t, q)
 	results := make(chan error, 3)
 	for i := 0; i < 3; i++ {
 		go func() {
-			_, err := runAlone(context.Background(), q, 1, func(context.Context) (int, error) { return 0, nil })
+			_, err := runAlone(context.Background(), q, 1, 0, func(context.Context) (int, error) { return 0, nil })
 			results <- err
 		}()
 	}
@@ -420,7 +420,7 @@ func TestQueueCloseFinishesQueuedWork(t *testing.T) {
 	closed := make(chan struct{})
 	go func() { q.close(); close(closed) }()
 	waitUntil(t, "close begun", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.closing })
-	if _, err := runAlone(context.Background(), q, 1, func(context.Context) (int, error) { return 0, nil }); !errors.Is(err, errShuttingDown) {
+	if _, err := runAlone(context.Background(), q, 1, 0, func(context.Context) (int, error) { return 0, nil }); !errors.Is(err, errShuttingDown) {
 		t.Fatalf("after close: %v", err)
 	}
 	unblock()
@@ -445,24 +445,24 @@ func (h *histogram) totals() (uint64, float64) {
 // path's, and Model.Generate (unsupported by a forecaster) answered as the library's error.
 func TestRunAloneOnAModelQueue(t *testing.T) {
 	ts := start(t, Config{})
-	m, e := ts.model("")
+	m, e := ts.find("", capForecast)
 	if e != nil {
 		t.Fatal(e)
 	}
 	req := &cutenative.ForecastRequest{Horizon: 4, Quantiles: []float32{0.5},
 		Series: []cutenative.Series{{Values: []float32{1, 2, 3, 4, 5, 6}}}}
 	ctx := context.Background()
-	alone, err := runAlone(ctx, m.queue, len(req.Series), func(ctx context.Context) (*cutenative.Forecast, error) {
+	alone, err := runAlone(ctx, m.short, len(req.Series), 0, func(ctx context.Context) (*cutenative.Forecast, error) {
 		return m.model.Forecast(ctx, req)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	merged, first, err := m.merge.submit(ctx, m.queue, req, batchKey(req, int(m.info.ContextLength)))
+	merged, first, err := m.merge.submit(ctx, m.short, req, batchKey(req, int(m.info.ContextLength)), 0)
 	if err != nil || first != 0 || fmt.Sprint(alone.Values) != fmt.Sprint(merged.Values) {
 		t.Fatalf("run alone %v, merge policy %v (first %d, %v)", alone.Values, merged.Values, first, err)
 	}
-	_, err = runAlone(ctx, m.queue, 0, func(ctx context.Context) (*cutenative.Image, error) {
+	_, err = runAlone(ctx, m.short, 0, 0, func(ctx context.Context) (*cutenative.Image, error) {
 		return m.model.Generate(ctx, &cutenative.GenerateRequest{Prompt: "a lighthouse", Width: 64, Height: 64})
 	})
 	if ae := fromError(err); !errors.Is(err, cutenative.ErrUnsupported) || ae.Status != 400 || ae.Code != "unsupported" {

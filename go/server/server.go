@@ -1,15 +1,14 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"runtime"
 	"sort"
@@ -18,43 +17,28 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cutenative/cutenative/go/api"
-	"github.com/cutenative/cutenative/go/cutenative"
 	"github.com/cutenative/cutenative/go/lora"
 )
 
 //go:embed openapi.json
 var openAPIDocument []byte
 
-type loadedModel struct {
-	name   string
-	model  *cutenative.Model
-	info   cutenative.Info
-	levels []float32
-	queue  *jobQueue       // short requests (forecasts merged when they can be): queue.go
-	long   *jobQueue       // requests above Config.LongCost, one at a time
-	merge  *mergeForecasts // the forecast endpoint's policy (merge.go)
-	loaded time.Time       // when Load opened it (/v1/models' created)
-}
-
 // Server serves the HTTP API over in-process models. Create with New, serve Handler(), stop with
 // Drain then Close.
 type Server struct {
-	cfg     Config
-	metrics *metrics
-	keys    [][32]byte
+	cfg       Config
+	metrics   *metrics
+	keys      [][32]byte
+	bytes     *byteBudget   // bytes in flight (budget.go)
+	longSlots chan struct{} // long-lane calls running at once, over every model
 
 	mu       sync.RWMutex
-	models   map[string]*loadedModel
-	state    atomic.Int32 // stateLoading, stateReady, stateDraining
-	inflight atomic.Int64 // forecast requests admitted and not yet answered
+	models   map[string]*servedModel // the one table (registry.go)
+	defaults map[capability]string   // the model a request naming none gets, per capability
+	state    atomic.Int32            // stateLoading, stateReady, stateDraining
+	inflight atomic.Int64            // requests admitted and not yet answered
 
-	loras       atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
-	loraEmb     lora.Embedder
-	embedModel  *cutenative.Model             // opened from cfg.EmbedModel; closed by Close
-	loraSlots   chan struct{}                 // embeddings running at once
-	loraWaiting atomic.Int64                  // searches admitted (running or waiting for a slot)
-	embedEntry  atomic.Pointer[api.ModelInfo] // the embedding model's /v1/models entry; nil: none loaded
+	loras atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
 }
 
 const (
@@ -68,26 +52,37 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if len(cfg.Models) == 0 {
+	names, _, _, err := cfg.modelSpecs()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if len(cfg.Models) == 0 && cfg.EmbedModel == "" && cfg.Embedder == nil {
 		return nil, errors.New("server: no models configured")
 	}
-	if cfg.DefaultModel == "" {
-		names := make([]string, 0, len(cfg.Models))
+	if cfg.DefaultModel == "" && len(cfg.Models) > 0 {
+		forecasters := make([]string, 0, len(cfg.Models))
 		for n := range cfg.Models {
-			names = append(names, n)
+			forecasters = append(forecasters, n)
 		}
-		sort.Strings(names)
-		cfg.DefaultModel = names[0]
+		sort.Strings(forecasters)
+		cfg.DefaultModel = forecasters[0]
 	}
-	if _, ok := cfg.Models[cfg.DefaultModel]; !ok {
-		return nil, fmt.Errorf("server: default model %q is not configured", cfg.DefaultModel)
+	if cfg.DefaultModel != "" {
+		if _, ok := cfg.Models[cfg.DefaultModel]; !ok {
+			return nil, fmt.Errorf("server: default model %q is not configured", cfg.DefaultModel)
+		}
 	}
 	if cfg.LoRACatalog != "" && cfg.EmbedModel == "" && cfg.Embedder == nil {
 		return nil, errors.New("server: a LoRA catalog needs a sentence-embedding model (EmbedModel)")
 	}
-	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*loadedModel{},
-		loraSlots: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	if cfg.LongSlots == 0 {
+		cfg.LongSlots = max(1, runtime.GOMAXPROCS(0)-1)
+	}
+	_ = names
+	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*servedModel{}, bytes: newByteBudget(cfg.MaxInflightBytes),
+		longSlots: make(chan struct{}, cfg.LongSlots)}
 	s.metrics.loras = s.LoRAs
+	s.metrics.bytes = s.bytes
 	for _, k := range cfg.APIKeys {
 		if k == "" {
 			return nil, errors.New("server: empty API key")
@@ -100,47 +95,69 @@ func New(cfg Config) (*Server, error) {
 // Config returns the configuration in effect: the one given to New with its defaults filled in.
 func (s *Server) Config() Config { return s.cfg }
 
-// Load opens every configured model; on failure the ones opened are closed again.
+// AddMetrics adds series that write writes to /metrics (the command's connection counts).
+func (s *Server) AddMetrics(write func(w io.Writer)) { s.metrics.addExtra(write) }
+
+// Load opens every configured model with its options, measures each one's cost model, and loads the LoRA
+// catalog; on failure the models opened are closed again.
 func (s *Server) Load() error {
-	for name, dir := range s.cfg.Models {
-		m, err := cutenative.Open(dir, &s.cfg.Open)
-		if err != nil {
-			s.Close()
-			return fmt.Errorf("model %q: %w", name, err)
-		}
-		info, err := m.Info()
-		var levels []float32
-		if err == nil {
-			levels, err = modelLevels(m, info)
-		}
-		if err != nil {
-			m.Close()
-			s.Close()
-			return fmt.Errorf("model %q: %w", name, err)
-		}
-		lm := &loadedModel{name: name, model: m, info: info, levels: levels, loaded: time.Now(),
-			queue: newJobQueue(name, "short", s.cfg.QueueSize, s.metrics),
-			long:  newJobQueue(name, "long", s.cfg.LongQueue, s.metrics),
-			merge: &mergeForecasts{forecast: m.Forecast, maxSeries: s.cfg.MaxBatch, wait: s.cfg.MaxWait}}
-		s.metrics.model(name, info.Kind, info.Device, info.DType, info.Mode)
-		s.mu.Lock()
-		s.models[name] = lm
-		s.mu.Unlock()
+	ctx := context.Background()
+	names, dirs, opts, err := s.cfg.modelSpecs()
+	if err != nil {
+		return err
 	}
-	if s.cfg.EmbedModel != "" || s.cfg.Embedder != nil {
-		if err := s.loadEmbedder(); err != nil {
+	for _, name := range names {
+		m, err := s.open(ctx, name, dirs[name], opts[name])
+		if err != nil {
 			s.Close()
-			return err
+			return fmt.Errorf("model %q: %w", name, err)
 		}
+		s.add(m)
+	}
+	if s.cfg.Embedder != nil {
+		name := s.cfg.embedModelName()
+		if _, dup := dirs[name]; dup {
+			s.Close()
+			return fmt.Errorf("the embedding model's name %q is also a model of -models", name)
+		}
+		sm := &servedModel{name: name, kind: "embedding", spec: kinds["embedding"], caps: capEmbed, levels: []float32{},
+			embed: s.cfg.Embedder.Embed, cost: fixedCost, loaded: time.Now()}
+		sm.info.Kind = "embedding"
+		if d, ok := s.cfg.Embedder.(interface{ Dim() int }); ok {
+			sm.info.EmbeddingDim = int64(d.Dim())
+		}
+		s.add(sm)
+		names = append(names, name)
+		sort.Strings(names)
+	}
+	s.mu.Lock()
+	err = s.defaultsFor(names)
+	s.mu.Unlock()
+	if err != nil {
+		s.Close()
+		return err
 	}
 	if s.cfg.LoRACatalog != "" {
-		if err := s.loadLoRAs(context.Background()); err != nil {
+		if err := s.loadLoRAs(ctx); err != nil {
 			s.Close()
 			return fmt.Errorf("LoRA catalog: %w", err)
 		}
 	}
 	s.state.Store(stateReady)
 	return nil
+}
+
+// add puts a model in the table with its lanes.
+func (s *Server) add(m *servedModel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.models[m.name]; old != nil && old.short != nil {
+		old.short.close()
+		old.long.close()
+	}
+	s.lanes(m)
+	s.models[m.name] = m
+	s.metrics.model(m.name, m.kind, m.info.Device, m.info.DType, m.info.Mode)
 }
 
 // Drain makes /readyz answer 503 so load balancers stop sending traffic; in-flight requests go on.
@@ -151,17 +168,17 @@ func (s *Server) Close() {
 	s.state.Store(stateDraining)
 	s.mu.Lock()
 	models := s.models
-	s.models = map[string]*loadedModel{}
+	s.models = map[string]*servedModel{}
 	s.mu.Unlock()
+	s.loras.Store(nil) // searches in flight finish (or get 503 from the closed model)
 	for _, m := range models {
-		m.queue.close()
-		m.long.close()
-		m.model.Close()
-	}
-	s.loras.Store(nil)      // searches in flight finish (or get 503 from the closed model)
-	s.embedEntry.Store(nil) // /v1/embeddings and /v1/models stop naming the embedding model
-	if s.embedModel != nil {
-		s.embedModel.Close()
+		if m.short != nil {
+			m.short.close()
+			m.long.close()
+		}
+		if m.model != nil {
+			m.model.Close()
+		}
 	}
 }
 
@@ -174,10 +191,10 @@ type route struct {
 // openapi.json.
 func (s *Server) routes() []route {
 	return []route{
-		{"POST", "/v1/forecast", s.authed("forecast", s.handleForecast)},
-		{"GET", "/v1/models", s.authed("models", s.handleModels)},
-		{"POST", "/v1/embeddings", s.authed("embeddings", s.handleEmbeddings)},
-		{"POST", "/v1/loras/search", s.authed("lora_search", s.handleLoRASearch)},
+		{"POST", "/v1/forecast", s.endpoint("forecast", s.handleForecast)},
+		{"GET", "/v1/models", s.endpoint("models", s.handleModels)},
+		{"POST", "/v1/embeddings", s.endpoint("embeddings", s.handleEmbeddings)},
+		{"POST", "/v1/loras/search", s.endpoint("lora_search", s.handleLoRASearch)},
 		{"GET", "/livez", func(w http.ResponseWriter, r *http.Request) {
 			writeJSONStatic(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},
@@ -203,25 +220,65 @@ func (s *Server) Handler() http.Handler {
 	return s.serveLogged(mux)
 }
 
-// authed checks the bearer key (constant time, one answer for every failure) and counts the outcome.
-func (s *Server) authed(endpoint string, h func(http.ResponseWriter, *http.Request) *apiError) http.HandlerFunc {
+// endpoint checks what every API request must pass before anything else (guard.go: a JSON body on POST, a
+// same-site origin when auth is off), then the bearer key (constant time, one answer for every failure), runs
+// the handler, and counts the outcome and any refusal's reason.
+func (s *Server) endpoint(name string, h func(http.ResponseWriter, *http.Request) *apiError) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if len(s.keys) > 0 && !s.keyOK(r.Header.Get("Authorization")) {
+		e := s.guard(r)
+		if e == nil && len(s.keys) > 0 && !s.keyOK(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cutenative"`)
-			s.metrics.countRequest(endpoint, "unauthorized")
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "missing or invalid API key"})
+			e = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", reason: "api_key", Message: "missing or invalid API key"}
+		}
+		if e == nil {
+			e = h(w, r)
+		}
+		if e == nil {
+			s.metrics.countRequest(name, "ok")
 			return
 		}
-		if e := h(w, r); e != nil {
-			if e.Status >= 500 {
-				noteCause(r, e.logCause())
-			}
-			s.metrics.countRequest(endpoint, e.Code)
-			writeError(w, e)
-			return
+		if e.Status >= 500 {
+			noteCause(r, e.logCause())
 		}
-		s.metrics.countRequest(endpoint, "ok")
+		s.metrics.countRequest(name, e.Code)
+		if e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusTooManyRequests ||
+			e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusUnsupportedMediaType ||
+			e.Status == http.StatusRequestTimeout {
+			s.metrics.refuse(name, cmpOr(e.reason, e.Code))
+		}
+		writeError(w, e)
 	}
+}
+
+// requestScope is what a request holds while the server works on it: its admission, its deadline, its share
+// of the bytes in flight and its body, limited on the wire.
+type requestScope struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	acct    *account
+	body    io.Reader
+	release func()
+}
+
+// begin admits a request (Config.MaxInflight, before its body is read) and sets its deadline, which the body's
+// arrival is bound by too (408 otherwise). Call end when the request is answered.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*requestScope, *apiError) {
+	release, err := s.admit()
+	if err != nil {
+		return nil, fromError(err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	if dl, ok := ctx.Deadline(); ok {
+		_ = http.NewResponseController(w).SetReadDeadline(dl)
+	}
+	return &requestScope{ctx: ctx, cancel: cancel, acct: s.bytes.open(), body: http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes),
+		release: release}, nil
+}
+
+func (rq *requestScope) end() {
+	rq.acct.release()
+	rq.cancel()
+	rq.release()
 }
 
 func (s *Server) logger() *slog.Logger {
@@ -254,100 +311,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) model(name string) (*loadedModel, *apiError) {
-	if name == "" {
-		name = s.cfg.DefaultModel
-	}
+// defaultName is the name of the model a request naming none gets for c ("" : none).
+func (s *Server) defaultName(c capability) string {
 	s.mu.RLock()
-	m := s.models[name]
-	s.mu.RUnlock()
-	if m == nil {
-		if s.state.Load() == stateLoading {
-			return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "models are loading"}
-		}
-		return nil, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no model named %q", name)}
-	}
-	return m, nil
-}
-
-// handleForecast: admission (a counter, before the body is read), then reading, decoding and validation
-// within the request's deadline, every size checked before it is allocated; then the model's lane, the
-// library call, and an answer encoded in full before the status is sent.
-func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiError {
-	release, err := s.admit()
-	if err != nil {
-		return fromError(err)
-	}
-	defer release()
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	if dl, ok := ctx.Deadline(); ok { // the body too arrives within the request's timeout (408 otherwise)
-		_ = http.NewResponseController(w).SetReadDeadline(dl)
-	}
-	data, e := readBody(w, r, s.cfg.MaxBodyBytes)
-	if e != nil {
-		return e
-	}
-	req, err := decodeForecast(data)
-	if err != nil {
-		return fromError(err)
-	}
-	m, e := s.model(req.Model)
-	noteModel(r, cmp.Or(req.Model, s.cfg.DefaultModel), e == nil, len(req.Series))
-	if e != nil {
-		return e
-	}
-	if m.info.Kind == kindKronos {
-		return s.forecastKronos(ctx, w, m, req)
-	}
-	lim := limits{MaxSeries: s.cfg.MaxSeries, MaxSeriesLen: s.cfg.MaxSeriesLen, MaxCovariates: 64, MaxQuantiles: 99,
-		MaxHorizon: s.cfg.MaxHorizon, ModelMaxHorizon: m.info.MaxHorizon, MaxOutputValues: s.cfg.MaxOutputValues,
-		MaxInputValues: s.cfg.MaxInputValues, MaxGroupRows: 256}
-	if err := req.validate(ctx, lim); err != nil {
-		return fromError(err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fromError(err)
-	}
-	breq := toBinding(req)
-	lane, key := m.queue, ""
-	if cost(breq, m.info) > s.cfg.LongCost {
-		lane = m.long
-	} else if s.cfg.MaxBatch > 1 {
-		key = batchKey(breq, int(m.info.ContextLength))
-	}
-	f, first, err := m.merge.submit(ctx, lane, breq, key)
-	if err != nil {
-		return fromError(err)
-	}
-	if i := nonFiniteSeries(f, first, len(req.Series)); i >= 0 {
-		return badRequest(fmt.Sprintf("series[%d]: the forecast is not finite: its values are too large for the model's "+
-			"float32 normalisation (magnitudes from about 1e19 overflow)", i))
-	}
-	return s.writeJSON(w, http.StatusOK, buildResponse(m.name, req, f, first))
-}
-
-// cost estimates a request's work in model rows x forward passes: a row per series and per covariate, a
-// pass per native horizon (longer horizons roll out pass after pass).
-func cost(r *cutenative.ForecastRequest, info cutenative.Info) int64 {
-	native := info.NativeHorizon
-	if native < 1 {
-		native = 1
-	}
-	passes := (int64(r.Horizon) + native - 1) / native
-	return int64(len(r.Series)+len(r.Covariates)) * passes
-}
-
-// nonFiniteSeries returns the first of n series (from first in f) holding a NaN or Inf, or -1.
-func nonFiniteSeries(f *cutenative.Forecast, first, n int) int {
-	for i := 0; i < n; i++ {
-		for q := range f.Quantiles {
-			for _, v := range f.Row(first+i, q) {
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					return i
-				}
-			}
-		}
-	}
-	return -1
+	defer s.mu.RUnlock()
+	return s.defaults[c]
 }

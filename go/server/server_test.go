@@ -133,7 +133,7 @@ func TestForecastMatchesTheBinding(t *testing.T) {
 	}
 	defer m.Close()
 	direct, err := m.Forecast(context.Background(), &cutenative.ForecastRequest{
-		Series: []cutenative.Series{{Values: toFloat32(ptrs(vals))}}, Horizon: 24, Quantiles: []float32{0.1, 0.5, 0.9}})
+		Series: []cutenative.Series{{Values: float32s(vals)}}, Horizon: 24, Quantiles: []float32{0.1, 0.5, 0.9}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,22 +169,25 @@ func TestBadRequests(t *testing.T) {
 		name, body, code, message string
 	}{
 		{"malformed JSON", `{"horizon": 4, "series": [`, "invalid_argument", "malformed JSON"},
-		{"not an object", `[1, 2]`, "invalid_argument", "must be a JSON object"},
+		{"not an object", `[1, 2]`, "invalid_argument", "expected an object, got an array"},
 		{"trailing data", ok + ` {}`, "invalid_argument", "trailing data"},
-		{"string value", `{"horizon": 4, "series": [{"values": [1, "2"]}]}`, "invalid_argument", `field "series.values"`},
-		{"NaN string", `{"horizon": 4, "series": [{"values": [1, "NaN"]}]}`, "invalid_argument", "expected float64"},
-		{"Infinity string", `{"horizon": 4, "series": [{"values": ["Infinity", 1]}]}`, "invalid_argument", "expected float64"},
+		{"string value", `{"horizon": 4, "series": [{"values": [1, "2"]}]}`, "invalid_argument", "series[0].values[1]: expected a number, got a string"},
+		{"NaN string", `{"horizon": 4, "series": [{"values": [1, "NaN"]}]}`, "invalid_argument", "series[0].values[1]: expected a number"},
+		{"Infinity string", `{"horizon": 4, "series": [{"values": ["Infinity", 1]}]}`, "invalid_argument", "series[0].values[0]: expected a number"},
 		{"bare NaN", `{"horizon": 4, "series": [{"values": [NaN]}]}`, "invalid_argument", "malformed JSON"},
 		{"overflowing number", `{"horizon": 4, "series": [{"values": [1e39]}]}`, "invalid_argument", "not a finite float32"},
-		{"horizon as string", `{"horizon": "4", "series": [{"values": [1]}]}`, "invalid_argument", `field "horizon"`},
+		{"horizon as string", `{"horizon": "4", "series": [{"values": [1]}]}`, "invalid_argument", "horizon: expected a number, got a string"},
 		{"negative horizon", `{"horizon": -4, "series": [{"values": [1]}]}`, "invalid_argument", "horizon: must be >= 1"},
 		{"zero horizon", `{"horizon": 0, "series": [{"values": [1]}]}`, "invalid_argument", "horizon"},
-		{"huge horizon", `{"horizon": 100000000, "series": [{"values": [1]}]}`, "invalid_argument", "exceeds the model's limit"},
-		{"horizon overflow", `{"horizon": 1e30, "series": [{"values": [1]}]}`, "invalid_argument", `field "horizon"`},
+		{"huge horizon", `{"horizon": 100000000, "series": [{"values": [1]}]}`, "invalid_argument", "exceeds the server's limit of 65536"},
+		{"horizon overflow", `{"horizon": 1e30, "series": [{"values": [1]}]}`, "invalid_argument", "horizon: expected an integer, got 1e30"},
 		{"no series", `{"horizon": 4, "series": []}`, "invalid_argument", "at least one series"},
 		{"empty values", `{"horizon": 4, "series": [{"values": []}]}`, "invalid_argument", "at least one value"},
 		{"all missing", `{"horizon": 4, "series": [{"values": [null, null]}]}`, "invalid_argument", "every value is NaN"},
-		{"unknown field", `{"horizon": 4, "series": [{"values": [1]}], "frequency": "D"}`, "invalid_argument", "unknown field"},
+		{"unknown field", `{"horizon": 4, "series": [{"values": [1]}], "frequency": "D"}`, "invalid_argument", `frequency: unknown field (a forecast request takes none named "frequency")`},
+		{"unknown series field", `{"horizon": 4, "series": [{"value": [1]}]}`, "invalid_argument", `series[0].value: unknown field`},
+		{"miscased key", `{"Horizon": 4, "series": [{"values": [1]}]}`, "invalid_argument", `Horizon: unknown field`},
+		{"tiny level", `{"horizon": 4, "quantiles": [1e-300], "series": [{"values": [1]}]}`, "invalid_argument", "quantiles[0]: 1e-300 is not in (0, 1) as a float32"},
 		{"bad level", `{"horizon": 4, "quantiles": [0.5, 1.0], "series": [{"values": [1]}]}`, "invalid_argument", "quantiles[1]"},
 		{"negative group", `{"horizon": 4, "series": [{"values": [1], "group": -1}]}`, "invalid_argument", "group"},
 		{"timestamps length", `{"horizon": 4, "series": [{"values": [1, 2], "timestamps": ["2020-01"]}]}`, "invalid_argument", "timestamps"},
@@ -192,13 +195,18 @@ func TestBadRequests(t *testing.T) {
 		{"timestamps format", `{"horizon": 4, "series": [{"values": [1, 2], "timestamps": ["yesterday", "today"]}]}`, "invalid_argument", "want YYYY-MM"},
 		{"covariate length", `{"horizon": 4, "series": [{"values": [1, 2], "covariates": [{"past": [1]}]}]}`, "invalid_argument", "1 past values for a series of 2"},
 		{"covariate kinds", `{"horizon": 4, "series": [{"values": [1], "covariates": [{"past": [1], "past_labels": ["a"]}]}]}`, "invalid_argument", "either"},
-		{"oversized body", `{"horizon": 4, "series": [{"values": [` + strings.Repeat("1,", 4000) + `1]}]}`, "body_too_large", "exceeds 4096 bytes"},
+		{"oversized body", `{"horizon": 4, "series": [{"values": [` + strings.Repeat("1,", 4000) + `1]}]}`, "body_too_large",
+			"exceeds 4096 bytes (-max-body)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, b := ts.post(t, tc.body)
-			if code != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400: %s", code, b)
+			want := http.StatusBadRequest
+			if tc.code == "body_too_large" {
+				want = http.StatusRequestEntityTooLarge
+			}
+			if code != want {
+				t.Fatalf("status %d, want %d: %s", code, want, b)
 			}
 			var e struct {
 				Error apiError `json:"error"`
@@ -290,7 +298,7 @@ func (g *gate) hook(n int) {
 
 func (ts *testServer) setHook(f func(int)) {
 	for _, m := range ts.models {
-		m.queue.beforeRun = f
+		m.short.beforeRun = f
 	}
 }
 
@@ -332,6 +340,7 @@ func TestClientDisconnectCancelsQueuedWork(t *testing.T) {
 	// A second client queues behind and gives up.
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/v1/forecast", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	done := make(chan error, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
@@ -463,6 +472,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 				body = strings.NewReader(`{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`)
 			}
 			req, _ := http.NewRequest(strings.ToUpper(method), ts.http.URL+path, body)
+			if body != nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -551,4 +563,12 @@ func TestFutureTimestamps(t *testing.T) {
 			t.Fatalf("%v: got %v %v, want %v", tc.in, got, err, tc.want)
 		}
 	}
+}
+
+func float32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
 }

@@ -131,9 +131,16 @@ func run(log *slog.Logger, o options) error {
 	if err := o.lora.check(); err != nil {
 		return err
 	}
-	dirs, err := parseModels(o.models)
+	specs, err := parseModels(o.models)
 	if err != nil {
 		return fmt.Errorf("-models: %w", err)
+	}
+	if len(specs) == 0 {
+		specs = o.fileModels
+	}
+	dirs, modelOpts := map[string]string{}, map[string]server.ModelOptions{}
+	for name, m := range specs {
+		dirs[name], modelOpts[name] = m.dir, m.opts
 	}
 	if len(dirs) == 0 {
 		cache, err := os.UserCacheDir()
@@ -151,9 +158,24 @@ func run(log *slog.Logger, o options) error {
 		return err
 	}
 	cfg := o.cfg
-	cfg.Models, cfg.DefaultModel, cfg.APIKeys = dirs, o.defModel, keys
+	cfg.Models, cfg.ModelOptions, cfg.DefaultModel, cfg.APIKeys = dirs, modelOpts, o.defModel, keys
 	cfg.Open = cutenative.Options{Device: o.device, DType: o.dtype, Mode: o.mode, Threads: o.threads}
-	cfg.LoRACatalog, cfg.EmbedModel, cfg.Logger = o.lora.catalog, o.lora.embedModel, log
+	cfg.LoRACatalog, cfg.Logger = o.lora.catalog, log
+	if o.lora.embedModel != "" {
+		emb, err := parseModels("embedding=" + o.lora.embedModel)
+		if err != nil {
+			return fmt.Errorf("-embed-model: %w", err)
+		}
+		cfg.EmbedModel = emb["embedding"].dir
+		if opts := emb["embedding"].opts; opts != (server.ModelOptions{}) {
+			cfg.ModelOptions["embedding"] = opts
+		}
+	}
+	listenAddr := o.listen
+	if o.listener != nil {
+		listenAddr = o.listener.Addr().String()
+	}
+	cfg.AllowedHosts = allowedHosts(o.allowedHosts, listenAddr)
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -165,10 +187,17 @@ func run(log *slog.Logger, o options) error {
 			return err
 		}
 	}
+	// -max-conns, with idle connections evicted for new ones; net/http's own errors in JSON (drain.go, conns.go,
+	// httperr.go). A zero timeout (options made in code) is net/http's fallback, the read timeout.
 	dl := newDrainListener(ln, o.maxConns)
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 60 * time.Second, WriteTimeout: timeout + 30*time.Second, IdleTimeout: 120 * time.Second,
-		MaxHeaderBytes: 64 << 10}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: o.readHeaderTimeout,
+		ReadTimeout: 60 * time.Second, WriteTimeout: timeout + 30*time.Second, IdleTimeout: o.idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes, ConnState: dl.connState}
+	srv.AddMetrics(func(w io.Writer) {
+		idle, unread := dl.Evictions()
+		fmt.Fprintf(w, "# HELP cutenative_connections_evicted_total Connections closed to make room for a new one (-max-conns), by state: idle (a keep-alive between requests), unread (no byte sent for 1 s).\n# TYPE cutenative_connections_evicted_total counter\n")
+		fmt.Fprintf(w, "cutenative_connections_evicted_total{state=\"idle\"} %d\ncutenative_connections_evicted_total{state=\"unread\"} %d\n", idle, unread)
+	})
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(dl) }() // liveness answers while models load
 	lib := server.Library()

@@ -113,7 +113,7 @@ func TestLoRAReloadOnSIGHUPAndEdit(t *testing.T) {
 // queue) loses none: the drain takes every accepted connection and answers it. 20 rounds.
 func TestDrainAnswersEveryWrittenRequest(t *testing.T) {
 	body := `{"horizon": 3, "series": [{"values": [112, 118, 132, 129, 121, 135, 148, 148]}]}`
-	raw := "POST /v1/forecast HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+	raw := "POST /v1/forecast HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 	const n, rounds = 100, 20
 	for round := 0; round < rounds; round++ {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,8 +26,12 @@ type options struct {
 	threads                                       int
 	keysFile, apiKeys                             string // apiKeys: CUTENATIVE_API_KEYS (environment only)
 	maxConns                                      int
-	version                                       bool   // -version: print the versions and exit
-	logLevel, logFormat                           string // debug|info|warn|error, text|json
+	idleTimeout, readHeaderTimeout                time.Duration        // http.Server's IdleTimeout, ReadHeaderTimeout
+	allowedHosts                                  string               // -allowed-hosts ("" : loopback names on a loopback address)
+	configFile                                    string               // -config: a JSON file of settings and models
+	fileModels                                    map[string]modelSpec // the config file's "models"
+	version                                       bool                 // -version: print the versions and exit
+	logLevel, logFormat                           string               // debug|info|warn|error, text|json
 	lora                                          loraOptions
 	cfg                                           server.Config // limits and queues; models, keys and LoRA fields are filled by run
 	listener                                      net.Listener  // nil: listen on the address
@@ -54,7 +59,12 @@ func optionTable() []settings.Setting[options] {
 	head := []settings.Setting[options]{
 		str("listen", "CUTENATIVE_LISTEN", "127.0.0.1:8080", "", "address to listen on (host:port)", checkListen,
 			func(o *options) *string { return &o.listen }),
-		str("models", "CUTENATIVE_MODELS", "", "the embedded default model", "name=dir[,name=dir...]: the models to serve",
+		str("config", "CUTENATIVE_CONFIG", "", "", "a JSON file of settings by flag name (under the environment and the flags) "+
+			`and "models": {"name": {"dir": ..., "device": ..., "dtype": ..., "mode": ...}} (README, Configuration file)`,
+			nil, func(o *options) *string { return &o.configFile }),
+		str("models", "CUTENATIVE_MODELS", "", "the embedded default model (or the config file's)",
+			"name=dir[;device=D][;dtype=T][;mode=M][,name=dir...]: the models to serve, each with its own open options "+
+				"(unset ones: -device, -dtype, and -mode for the kinds that take it)",
 			func(s string) error { _, err := parseModels(s); return err }, func(o *options) *string { return &o.models }),
 		str("default-model", "CUTENATIVE_DEFAULT_MODEL", "", "the first name", "model used when a request names none",
 			nil, func(o *options) *string { return &o.defModel }),
@@ -62,7 +72,8 @@ func optionTable() []settings.Setting[options] {
 		str("dtype", "CUTENATIVE_DTYPE", "f32", "", "f32, bf16 or f16", settings.OneOf("f32", "bf16", "f16"),
 			func(o *options) *string { return &o.dtype }),
 		str("mode", "CUTENATIVE_MODE", "fused", "", strings.Join(cutenative.Modes(), ", ")+
-			" (fused: measured 1.4-1.5x faster than eager on CPU, answers within 3e-7 relative; README, Defaults)",
+			" for the forecasting models (fused: measured 1.4-1.5x faster than eager on CPU, answers within 3e-7 relative; "+
+			"README, Defaults); embedding and image models run eager unless their own options say otherwise",
 			settings.OneOf(cutenative.Modes()...), func(o *options) *string { return &o.mode }),
 		settings.Int("threads", "CUTENATIVE_THREADS", 1, 0,
 			"CPU intra-op threads for the library (0: the library's default, every core; 1 measured fastest for "+
@@ -75,10 +86,28 @@ func optionTable() []settings.Setting[options] {
 	tail := []settings.Setting[options]{
 		settings.Int("max-conns", "CUTENATIVE_MAX_CONNS", 4096, 0, "open connections at once; more wait in the kernel's queue (0: no limit)",
 			func(o *options) *int { return &o.maxConns }),
+		settings.Duration("idle-timeout", "CUTENATIVE_IDLE_TIMEOUT", 30*time.Second, time.Millisecond,
+			"how long a keep-alive connection may wait for its next request before it is closed (sooner when "+
+				"every -max-conns slot is taken and a new connection comes: the longest idle is closed for it)",
+			func(o *options) *time.Duration { return &o.idleTimeout }),
+		str("allowed-hosts", "CUTENATIVE_ALLOWED_HOSTS", "", "loopback names when -listen is a loopback address, else any",
+			"comma-separated Host header values requests may carry (a name, or name:port; * for any): a defence against "+
+				"DNS rebinding; others are 403", nil, func(o *options) *string { return &o.allowedHosts }),
+		settings.Duration("read-header-timeout", "CUTENATIVE_READ_HEADER_TIMEOUT", 10*time.Second, time.Millisecond,
+			"how long a request's header may take to arrive: from the connection's opening, or on a keep-alive "+
+				"connection from the request's first byte (the connection then holds its slot)",
+			func(o *options) *time.Duration { return &o.readHeaderTimeout }),
 		str("lora-catalog", "CUTENATIVE_LORA_CATALOG", "", "", "LoRA catalog file (enables POST /v1/loras/search; needs -embed-model)",
 			nil, func(o *options) *string { return &o.lora.catalog }),
-		str("embed-model", "CUTENATIVE_EMBED_MODEL", "", "", "sentence-embedding model directory (e.g. all-MiniLM-L6-v2): serves POST /v1/embeddings and embeds for -lora-catalog",
-			nil, func(o *options) *string { return &o.lora.embedModel }),
+		str("embed-model", "CUTENATIVE_EMBED_MODEL", "", "", "sentence-embedding model directory[;device=D][;dtype=T][;mode=M] "+
+			"(e.g. all-MiniLM-L6-v2; f32 and eager unless given): served as \"embedding\" by POST /v1/embeddings, and embeds for -lora-catalog",
+			func(s string) error {
+				if s == "" {
+					return nil
+				}
+				_, err := parseModels("embedding=" + s)
+				return err
+			}, func(o *options) *string { return &o.lora.embedModel }),
 		settings.Duration("lora-poll", "CUTENATIVE_LORA_POLL", time.Second, 0,
 			"how often the catalog file is checked for changes (0: never; SIGHUP reloads)",
 			func(o *options) *time.Duration { return &o.lora.poll }),
@@ -98,9 +127,23 @@ func optionTable() []settings.Setting[options] {
 // anything; flag.ErrHelp asks for usage.
 func parseOptions(args []string, lookup func(string) (string, bool)) (options, error) {
 	var o options
-	if err := settings.Load("cutenative-server", optionTable(), &o, args, lookup); err != nil {
+	table := optionTable()
+	var file *settings.File
+	if path := configPath(args, lookup); path != "" {
+		var extra map[string]json.RawMessage
+		var err error
+		if file, extra, err = settings.ReadFile(path, table, "models"); err != nil {
+			return options{}, fmt.Errorf("-config: %w", err)
+		}
+		if o.fileModels, err = fileModels(path, extra["models"]); err != nil {
+			return options{}, fmt.Errorf("-config: %w", err)
+		}
+	}
+	models := o.fileModels
+	if err := settings.LoadWithFile("cutenative-server", table, &o, args, lookup, file); err != nil {
 		return options{}, err
 	}
+	o.fileModels = models
 	if err := o.lora.check(); err != nil {
 		return options{}, err
 	}
@@ -201,20 +244,138 @@ func formatModels(dirs map[string]string) string {
 	return strings.Join(names, ",")
 }
 
-func parseModels(spec string) (map[string]string, error) {
-	out := map[string]string{}
+// modelSpec is one model to serve: its directory and its own open options.
+type modelSpec struct {
+	dir  string
+	opts server.ModelOptions
+}
+
+// parseModels reads name=dir[;device=D][;dtype=T][;mode=M][,name=dir...].
+func parseModels(spec string) (map[string]modelSpec, error) {
+	out := map[string]modelSpec{}
 	for _, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
-		name, dir, ok := strings.Cut(part, "=")
+		fields := strings.Split(part, ";")
+		name, dir, ok := strings.Cut(fields[0], "=")
 		if !ok || name == "" || dir == "" {
-			return nil, fmt.Errorf("want name=dir[,name=dir...], got %q", part)
+			return nil, fmt.Errorf("want name=dir[;key=value...][,name=dir...], got %q", part)
 		}
-		out[name] = dir
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("model %q given twice", name)
+		}
+		m := modelSpec{dir: dir}
+		for _, f := range fields[1:] {
+			k, v, _ := strings.Cut(strings.TrimSpace(f), "=")
+			if err := m.set(k, v); err != nil {
+				return nil, fmt.Errorf("model %q: %w", name, err)
+			}
+		}
+		out[name] = m
 	}
 	return out, nil
+}
+
+// set sets one open option, checked as the server-wide flag of the same name is.
+func (m *modelSpec) set(key, value string) error {
+	var check func(string) error
+	var field *string
+	switch key {
+	case "device":
+		check, field = checkDevice, &m.opts.Device
+	case "dtype":
+		check, field = settings.OneOf("f32", "bf16", "f16"), &m.opts.DType
+	case "mode":
+		check, field = settings.OneOf(cutenative.Modes()...), &m.opts.Mode
+	default:
+		return fmt.Errorf("unknown option %q (a model takes device, dtype and mode)", key)
+	}
+	if err := check(value); err != nil {
+		return fmt.Errorf("%s=%s: %w", key, value, err)
+	}
+	*field = value
+	return nil
+}
+
+// fileModels reads a config file's "models": {"name": "dir"} or {"name": {"dir": ..., "device": ..., ...}}.
+func fileModels(path string, raw json.RawMessage) (map[string]modelSpec, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var entries map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, fmt.Errorf("%s: models: want an object of name: dir or name: {\"dir\": ...}", path)
+	}
+	out := map[string]modelSpec{}
+	for name, e := range entries {
+		var dir string
+		if json.Unmarshal(e, &dir) == nil {
+			out[name] = modelSpec{dir: dir}
+			continue
+		}
+		var fields map[string]string
+		if err := json.Unmarshal(e, &fields); err != nil {
+			return nil, fmt.Errorf("%s: models.%s: want a directory or an object of strings", path, name)
+		}
+		m := modelSpec{dir: fields["dir"]}
+		for k, v := range fields {
+			if k == "dir" {
+				continue
+			}
+			if err := m.set(k, v); err != nil {
+				return nil, fmt.Errorf("%s: models.%s: %w", path, name, err)
+			}
+		}
+		if name == "" || m.dir == "" {
+			return nil, fmt.Errorf("%s: models.%s: a name and a dir are required", path, name)
+		}
+		out[name] = m
+	}
+	return out, nil
+}
+
+// configPath is the -config flag's value (looked up before the flags are parsed, since the file sits under
+// them), else CUTENATIVE_CONFIG.
+func configPath(args []string, lookup func(string) (string, bool)) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		for _, prefix := range []string{"-config", "--config"} {
+			if a == prefix && i+1 < len(args) {
+				return args[i+1]
+			}
+			if v, ok := strings.CutPrefix(a, prefix+"="); ok {
+				return v
+			}
+		}
+	}
+	v, _ := lookup("CUTENATIVE_CONFIG")
+	return v
+}
+
+// allowedHosts is -allowed-hosts, or by default the loopback names when the server listens on a loopback
+// address (a page that rebinds its DNS name to 127.0.0.1 sends its own name), else none (any Host).
+func allowedHosts(flag, listen string) []string {
+	if flag != "" {
+		var out []string
+		for _, h := range strings.Split(flag, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return []string{"localhost", "127.0.0.1", "::1"}
+	}
+	return nil
 }
 
 // readKeys gathers the bearer keys: the comma-separated list, then the file's lines (blank lines and #

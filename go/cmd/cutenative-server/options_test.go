@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cutenative/cutenative/go/internal/settings"
+	"github.com/cutenative/cutenative/go/server"
 )
 
 func lookupIn(kv ...string) func(string) (string, bool) {
@@ -49,14 +51,24 @@ var optionCases = map[string]optionCase{
 	"max-horizon":       {func(o *options) any { return o.cfg.MaxHorizon }, "64", 64, 65536, "-3", "must be >= 1"},
 	"max-output-values": {func(o *options) any { return o.cfg.MaxOutputValues }, "100", int64(100), int64(4 << 20), "x", "want an integer"},
 	"max-input-values":  {func(o *options) any { return o.cfg.MaxInputValues }, "0x100", int64(256), int64(4 << 20), "1e6", "want an integer"},
-	"long-cost":         {func(o *options) any { return o.cfg.LongCost }, "10", int64(10), int64(256), "0", "must be >= 1"},
-	"max-conns":         {func(o *options) any { return o.maxConns }, "0", 0, 4096, "-1", "must be >= 0"},
-	"lora-catalog":      {func(o *options) any { return o.lora.catalog }, "c.json", "c.json", "", "", ""},
-	"embed-model":       {func(o *options) any { return o.lora.embedModel }, "dir", "dir", "", "", ""},
-	"lora-poll":         {func(o *options) any { return o.lora.poll }, "0s", time.Duration(0), time.Second, "-1s", "must be >= 0s"},
-	"log-level":         {func(o *options) any { return o.logLevel }, "debug", "debug", "info", "verbose", `want one of ["debug" "info" "warn" "error"]`},
-	"log-format":        {func(o *options) any { return o.logFormat }, "json", "json", "text", "logfmt", `want one of ["text" "json"]`},
-	"version":           {func(o *options) any { return o.version }, "true", true, false, "maybe", "want true or false"},
+	"long-after":        {func(o *options) any { return o.cfg.LongAfter }, "10ms", 10 * time.Millisecond, 100 * time.Millisecond, "0s", "must be >= 1ms"},
+	"long-slots":        {func(o *options) any { return o.cfg.LongSlots }, "3", 3, 0, "-1", "must be >= 0"},
+	"max-inflight-bytes": {func(o *options) any { return o.cfg.MaxInflightBytes }, "1048576", int64(1 << 20), int64(256 << 20), "1000",
+		"must be >= 1048576"},
+	"max-call-bytes": {func(o *options) any { return o.cfg.MaxCallBytes }, "0x40000000", int64(1 << 30), int64(2 << 30), "1kB",
+		"want an integer"},
+	"idle-timeout": {func(o *options) any { return o.idleTimeout }, "2m", 2 * time.Minute, 30 * time.Second, "0s", "must be >= 1ms"},
+	"read-header-timeout": {func(o *options) any { return o.readHeaderTimeout }, "500ms", 500 * time.Millisecond, 10 * time.Second, "3",
+		"want a duration"},
+	"config":        {func(o *options) any { return o.configFile }, "/x.json", "/x.json", "", "", ""},
+	"allowed-hosts": {func(o *options) any { return o.allowedHosts }, "a.example,b:80", "a.example,b:80", "", "", ""},
+	"max-conns":     {func(o *options) any { return o.maxConns }, "0", 0, 4096, "-1", "must be >= 0"},
+	"lora-catalog":  {func(o *options) any { return o.lora.catalog }, "c.json", "c.json", "", "", ""},
+	"embed-model":   {func(o *options) any { return o.lora.embedModel }, "dir", "dir", "", "", ""},
+	"lora-poll":     {func(o *options) any { return o.lora.poll }, "0s", time.Duration(0), time.Second, "-1s", "must be >= 0s"},
+	"log-level":     {func(o *options) any { return o.logLevel }, "debug", "debug", "info", "verbose", `want one of ["debug" "info" "warn" "error"]`},
+	"log-format":    {func(o *options) any { return o.logFormat }, "json", "json", "text", "logfmt", `want one of ["text" "json"]`},
+	"version":       {func(o *options) any { return o.version }, "true", true, false, "maybe", "want true or false"},
 }
 
 // Every setting of the table: its default, its flag, its environment variable, the flag winning, a bad value
@@ -208,5 +220,73 @@ func TestMainExitStatus(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), `invalid value "lots" for CUTENATIVE_MAX_BATCH`) {
 		t.Fatalf("exit %v, output %s", err, out)
+	}
+}
+
+// -models takes each model's own open options; the config file gives settings (under the environment and the
+// flags) and models; -allowed-hosts defaults to the loopback names on a loopback address.
+func TestModelOptionsAndConfigFile(t *testing.T) {
+	specs, err := parseModels("img=/m/z;mode=eager;dtype=bf16;device=cuda:1, c2=/m/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if specs["img"] != (modelSpec{dir: "/m/z", opts: server.ModelOptions{Device: "cuda:1", DType: "bf16", Mode: "eager"}}) ||
+		specs["c2"] != (modelSpec{dir: "/m/c"}) {
+		t.Fatalf("%+v", specs)
+	}
+	for spec, want := range map[string]string{
+		"a=/x;mode=turbo":  `model "a": mode=turbo: want one of`,
+		"a=/x;color=blue":  `model "a": unknown option "color"`,
+		"a=/x,a=/y":        `model "a" given twice`,
+		"a=/x;device=gpu0": `device=gpu0: want cpu, cuda or cuda:N`,
+	} {
+		if _, err := parseModels(spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", spec, err, want)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.json")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"max-batch": 8, "timeout": "5s", "mode": "eager", "models": {"c2": "/m/c", "img": {"dir": "/m/z", "mode": "eager"}}}`)
+	o, err := parseOptions([]string{"-config", path, "-max-batch", "4"}, lookupIn("CUTENATIVE_TIMEOUT", "7s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.MaxBatch != 4 || o.cfg.Timeout != 7*time.Second || o.mode != "eager" || len(o.fileModels) != 2 ||
+		o.fileModels["img"] != (modelSpec{dir: "/m/z", opts: server.ModelOptions{Mode: "eager"}}) {
+		t.Fatalf("flag over environment over file: %+v", o)
+	}
+	if o, err := parseOptions(nil, lookupIn("CUTENATIVE_CONFIG", path)); err != nil || o.cfg.MaxBatch != 8 || o.cfg.Timeout != 5*time.Second {
+		t.Fatalf("CUTENATIVE_CONFIG: %v %+v", err, o.cfg)
+	}
+	for body, want := range map[string]string{
+		`{"max-bach": 8}`:       `unknown setting "max-bach"`,
+		`{"max-batch": "many"}`: `invalid value "many" for ` + path + `: max-batch`,
+		`{"models": {"a": {"dir": "/x", "mode": "turbo"}}}`: "models.a: mode=turbo",
+		`{"models": ["a"]}`: "models: want an object",
+	} {
+		write(body)
+		if _, err := parseOptions([]string{"-config=" + path}, lookupIn()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+	for _, tc := range []struct {
+		flag, listen string
+		want         []string
+	}{
+		{"", "127.0.0.1:8080", []string{"localhost", "127.0.0.1", "::1"}},
+		{"", "[::1]:8080", []string{"localhost", "127.0.0.1", "::1"}},
+		{"", "localhost:8080", []string{"localhost", "127.0.0.1", "::1"}},
+		{"", "0.0.0.0:8080", nil},
+		{"", ":8080", nil},
+		{"api.example, *", "127.0.0.1:8080", []string{"api.example", "*"}},
+	} {
+		if got := allowedHosts(tc.flag, tc.listen); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%q %q: %v, want %v", tc.flag, tc.listen, got, tc.want)
+		}
 	}
 }

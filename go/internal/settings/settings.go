@@ -8,10 +8,14 @@
 package settings
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -207,8 +211,27 @@ func Complete[T any](table []Setting[T], dst *T) error {
 // win). Every environment variable that does not parse is reported (joined *Errors), then the first flag
 // that does not; -h or -help give flag.ErrHelp; positional arguments are an error.
 func Load[T any](program string, table []Setting[T], dst *T, args []string, lookup func(string) (string, bool)) error {
+	return LoadWithFile(program, table, dst, args, lookup, nil)
+}
+
+// LoadWithFile is Load with a configuration file's values between the defaults and the environment: defaults,
+// then file, then environment, then flags.
+func LoadWithFile[T any](program string, table []Setting[T], dst *T, args []string, lookup func(string) (string, bool), file *File) error {
 	if err := Defaults(table, dst); err != nil {
 		return err
+	}
+	if file != nil {
+		var errs []error
+		for _, s := range table {
+			if v, ok := file.Values[s.Name]; ok && s.Where != CodeOnly {
+				if err := s.Parse(dst, v); err != nil {
+					errs = append(errs, &Error{Source: file.Path + ": " + s.Name, Value: v, Err: err})
+				}
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
 	}
 	for _, a := range args { // help first: a bad environment variable must not hide it
 		if a == "--" {
@@ -287,4 +310,60 @@ func Usage[T any](w io.Writer, table []Setting[T]) {
 		}
 		fmt.Fprintf(w, "  %s (default %s)\n    \t%s\n", head, def, s.Help)
 	}
+}
+
+// File is a configuration file's settings: values by setting name, as text.
+type File struct {
+	Path   string
+	Values map[string]string
+}
+
+// ReadFile reads a JSON object whose keys are setting names (the flags' names, without the dash) and whose
+// values are strings, numbers or booleans ("30s" for a duration), refusing keys the table does not have, but for
+// the extra keys, whose raw values are returned for the program to read (a list of models, say).
+func ReadFile[T any](path string, table []Setting[T], extra ...string) (*File, map[string]json.RawMessage, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	known := map[string]bool{}
+	for _, s := range table {
+		if s.Where != CodeOnly {
+			known[s.Name] = true
+		}
+	}
+	f := &File{Path: path, Values: map[string]string{}}
+	rest := map[string]json.RawMessage{}
+	for k, v := range raw {
+		if slices.Contains(extra, k) {
+			rest[k] = v
+			continue
+		}
+		if !known[k] {
+			return nil, nil, fmt.Errorf("%s: unknown setting %q", path, k)
+		}
+		var val any
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.UseNumber()
+		if err := d.Decode(&val); err != nil {
+			return nil, nil, fmt.Errorf("%s: %s: %w", path, k, err)
+		}
+		switch x := val.(type) {
+		case string:
+			f.Values[k] = x
+		case json.Number:
+			f.Values[k] = x.String()
+		case bool:
+			f.Values[k] = strconv.FormatBool(x)
+		default:
+			return nil, nil, fmt.Errorf("%s: %s: want a string, a number or a boolean", path, k)
+		}
+	}
+	return f, rest, nil
 }
