@@ -20,6 +20,7 @@ type requestInfo struct {
 	modelKnown bool   // model is a configured model: its per-model metrics are counted
 	series     int    // -1: not known
 	cause      error  // why the answer is a 5xx
+	key        int    // the API key's index, -1: none
 }
 
 type requestInfoKey struct{}
@@ -137,15 +138,16 @@ func (s *Server) serveLogged(mux *http.ServeMux) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
-		ri := &requestInfo{id: id, series: -1}
+		ri := &requestInfo{id: id, series: -1, key: -1}
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, ri))
 		_, pattern := mux.Handler(r)
 		rec := &recorder{ResponseWriter: w, unmatched: pattern == ""}
 		hostOK := s.hostAllowed(r)
 		if !hostOK {
 			rec.unmatched = false
+			rec.Header().Set("Connection", "close")
 			writeError(rec, hostError())
-			s.metrics.refuse(cmpOr(pattern, "unmatched"), "host")
+			s.metrics.refuse(cmpOr(s.endpointNames[pattern], "unmatched"), "host")
 		}
 		func() {
 			if !hostOK {

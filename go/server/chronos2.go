@@ -106,6 +106,12 @@ func (c *chronos2) plan(ctx context.Context, r *forecastRequest, lim limits) (*f
 		return nil, err
 	}
 	call := toBinding(r)
+	stamped := 0 // series whose answer carries timestamps (at most: regular stamps only)
+	for _, s := range r.Series {
+		if len(s.Timestamps) > 1 {
+			stamped++
+		}
+	}
 	// A task's rows: its series and their covariates (group 0: a task per series).
 	var rows, lengths []int64
 	groups := map[int]int{}
@@ -122,8 +128,9 @@ func (c *chronos2) plan(ctx context.Context, r *forecastRequest, lim limits) (*f
 		lengths = append(lengths, int64(len(s.Values)))
 	}
 	levels := len(call.Quantiles)
-	p := &forecastPlan{call: call, work: c.work(rows, lengths, int64(r.Horizon)),
-		outputs:  int64(len(r.Series)) * int64(levels) * int64(r.Horizon),
+	p := &forecastPlan{call: call, work: c.work(rows, lengths, int64(r.Horizon)), finish: r.timestamps,
+		// A future timestamp counts as 8 values, as in the output limit (validate).
+		outputs:  (int64(len(r.Series))*int64(levels) + 8*int64(stamped)) * int64(r.Horizon),
 		mergeKey: batchKey(call, int(c.m.info.ContextLength)),
 		answer: func(f *cutenative.Forecast, first int) (any, error) {
 			if i := nonFiniteSeries(f, first, len(r.Series)); i >= 0 {
@@ -222,6 +229,12 @@ func (r *forecastRequest) validate(ctx context.Context, lim limits) error {
 			}
 		}
 	}
+	return nil
+}
+
+// timestamps checks each series' timestamps and continues regular ones over the horizon (run once the request is
+// admitted: the forecast steps' are as many as the answer's values).
+func (r *forecastRequest) timestamps(ctx context.Context) error {
 	for i, s := range r.Series {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -17,7 +17,7 @@ import (
 type Config struct {
 	Models       map[string]string       // model name -> model directory (set by the operator, never by a request)
 	ModelOptions map[string]ModelOptions // per model name: its own device, dtype and mode (registry.go)
-	DefaultModel string                  // the forecaster used when a request names none; default: the first by name
+	DefaultModel string                  // the forecaster used when a request names none; "": the first by name that forecasts
 	Open         cutenative.Options      // every model's defaults; Threads is process-wide (LibTorch's pool)
 	APIKeys      []string                // bearer keys; empty: no authentication
 	// AllowedHosts, when not empty, are the only Host header values (host or host:port, case-insensitive; "*"
@@ -32,12 +32,15 @@ type Config struct {
 	MaxSeriesLen int           // values per series
 
 	// What one request may cost, checked before anything proportional to it is allocated.
-	MaxHorizon       int   // steps per request (the model's own limit applies too)
-	MaxOutputValues  int64 // series x quantile levels x horizon per request (Kronos: mean and sample paths)
-	MaxInputValues   int64 // values and covariate values per request
-	MaxInflight      int   // requests being read, validated, queued or run at once before 429
-	MaxInflightBytes int64 // bytes all requests in flight may hold: decoded bodies and answers (budget.go)
-	MaxCallBytes     int64 // estimated working memory of one library call (cost.go)
+	MaxHorizon      int   // steps per request (the model's own limit applies too)
+	MaxOutputValues int64 // series x quantile levels x horizon per request (Kronos: mean and sample paths)
+	MaxInputValues  int64 // values and covariate values per request
+	MaxInflight     int   // requests being read, validated, queued or run at once before 429
+	// MaxInflightPerKey bounds one API key's share of MaxInflight (0: half of it with two keys or more, no bound
+	// with one key or none).
+	MaxInflightPerKey int
+	MaxInflightBytes  int64 // bytes all requests in flight may hold: decoded bodies and answers (budget.go)
+	MaxCallBytes      int64 // estimated working memory of one library call (cost.go)
 
 	// Fairness (cost.go): a request whose estimated compute is above LongAfter runs in its model's long lane, one
 	// call at a time, beside the short lane's merged calls, so a long request never delays short ones; at most
@@ -81,7 +84,7 @@ var configSettings = []settings.Setting[Config]{
 		func(c *Config) *int64 { return &c.MaxOutputValues }),
 	settings.Int("max-input-values", "CUTENATIVE_MAX_INPUT_VALUES", int64(4<<20), 1,
 		"values and covariate values per request", func(c *Config) *int64 { return &c.MaxInputValues }),
-	settings.Duration("long-after", "CUTENATIVE_LONG_AFTER", 100*time.Millisecond, time.Millisecond,
+	settings.Duration("long-after", "CUTENATIVE_LONG_AFTER", 25*time.Millisecond, time.Millisecond,
 		"estimated compute above which a request runs in its model's long lane (one call at a time; estimates come from "+
 			"each model's cost, measured when it loads)",
 		func(c *Config) *time.Duration { return &c.LongAfter }),
@@ -95,17 +98,15 @@ var configSettings = []settings.Setting[Config]{
 	settings.Int("max-call-bytes", "CUTENATIVE_MAX_CALL_BYTES", int64(2<<30), 1<<20,
 		"estimated working memory of one library call (activations, KV caches, sample buffers), checked before it runs",
 		func(c *Config) *int64 { return &c.MaxCallBytes }),
-	codeOnly(settings.Int("max-series-len", "", 100000, 1, "values per series",
-		func(c *Config) *int { return &c.MaxSeriesLen })),
-	codeOnly(settings.Int("max-inflight", "", 1024, 1, "requests being read, validated, queued or run at once before 429",
-		func(c *Config) *int { return &c.MaxInflight })),
-	codeOnly(settings.Int("long-queue", "", 4, 1, "requests waiting for a model's long lane before 429",
-		func(c *Config) *int { return &c.LongQueue })),
-}
-
-func codeOnly(s settings.Setting[Config]) settings.Setting[Config] {
-	s.Where = settings.CodeOnly
-	return s
+	settings.Int("max-series-len", "CUTENATIVE_MAX_SERIES_LEN", 100000, 1, "values per series",
+		func(c *Config) *int { return &c.MaxSeriesLen }),
+	settings.Int("max-inflight", "CUTENATIVE_MAX_INFLIGHT", 1024, 1, "requests being read, validated, queued or run at once before 429",
+		func(c *Config) *int { return &c.MaxInflight }),
+	settings.Int("max-inflight-per-key", "CUTENATIVE_MAX_INFLIGHT_PER_KEY", 0, 0,
+		"requests one API key may have in flight (0: half of -max-inflight with two keys or more, no bound otherwise)",
+		func(c *Config) *int { return &c.MaxInflightPerKey }),
+	settings.Int("long-queue", "CUTENATIVE_LONG_QUEUE", 4, 1, "requests waiting for a model's long lane before 429",
+		func(c *Config) *int { return &c.LongQueue }),
 }
 
 // Settings returns the table of Config's limits and queues: name (the flag), environment variable, default,

@@ -13,7 +13,7 @@ import (
 func TestConfigDefaultsComeFromTheTable(t *testing.T) {
 	want := Config{MaxBodyBytes: 8 << 20, MaxBatch: 64, MaxWait: 2 * time.Millisecond, QueueSize: 256, Timeout: 30 * time.Second,
 		MaxSeries: 1024, MaxSeriesLen: 100000, MaxHorizon: 65536, MaxOutputValues: 4 << 20, MaxInputValues: 4 << 20,
-		MaxInflight: 1024, LongAfter: 100 * time.Millisecond, LongQueue: 4, MaxInflightBytes: 256 << 20, MaxCallBytes: 2 << 30}
+		MaxInflight: 1024, LongAfter: 25 * time.Millisecond, LongQueue: 4, MaxInflightBytes: 256 << 20, MaxCallBytes: 2 << 30}
 	got := DefaultConfig()
 	if !sameLimits(got, want) {
 		t.Fatalf("DefaultConfig %+v, want %+v", got, want)
@@ -23,7 +23,7 @@ func TestConfigDefaultsComeFromTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.MaxWait = 0 // 0 is a value MaxWait accepts (no waiting): it is kept
-	if cfg := s.Config(); !sameLimits(cfg, want) || cfg.DefaultModel != "m" {
+	if cfg := s.Config(); !sameLimits(cfg, want) || cfg.DefaultModel != "" || cfg.LongSlots < 1 {
 		t.Fatalf("New(zero limits) %+v, want %+v", cfg, want)
 	}
 	names := map[string]bool{}

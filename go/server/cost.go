@@ -108,7 +108,8 @@ func (s *Server) admission(ctx context.Context, m *servedModel, est estimate) (*
 	}
 	lane, wait := m.short, m.short.backlog()
 	if est.seconds > s.cfg.LongAfter.Seconds() {
-		lane, wait = m.long, s.longBacklog()
+		// The model's long lane runs its calls one after another; every model's long calls share the slots.
+		lane, wait = m.long, max(m.long.backlog(), s.longBacklog())
 	}
 	if wait+est.seconds > left.Seconds() {
 		retry := int(math.Ceil(wait))

@@ -251,9 +251,9 @@ func decodeSeries(d *decoder, s *seriesIn) error {
 		case "id":
 			s.ID, err = d.str(maxIDBytes)
 		case "values":
-			s.Values, err = d.floats(maxLen, "the server's limit per series")
+			s.Values, err = d.floats(maxLen, "-max-series-len")
 		case "timestamps":
-			s.Timestamps, err = d.strs(maxTimestampBytes, maxLen, "timestamps (the server's limit per series)")
+			s.Timestamps, err = d.strs(maxTimestampBytes, maxLen, "timestamps (-max-series-len)")
 		case "future_timestamps":
 			s.FutureTimestamps, err = d.strs(maxTimestampBytes, d.lim.MaxHorizon, "timestamps (-max-horizon)")
 		case "group":
@@ -277,7 +277,7 @@ func decodeSeries(d *decoder, s *seriesIn) error {
 			if c < 0 {
 				return d.unknown(key, "a series")
 			}
-			s.Channels[c], err = d.floats(maxLen, "the server's limit per series")
+			s.Channels[c], err = d.floats(maxLen, "-max-series-len")
 		}
 		return err
 	})
@@ -289,7 +289,7 @@ func decodeCovariate(d *decoder, c *covariateIn) error {
 		var err error
 		switch key {
 		case "past":
-			c.Past, err = d.floats(maxLen, "the server's limit per series")
+			c.Past, err = d.floats(maxLen, "-max-series-len")
 		case "future":
 			c.Future, err = d.floats(d.lim.MaxHorizon, "-max-horizon")
 		case "past_labels":

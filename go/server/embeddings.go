@@ -96,8 +96,8 @@ func decodeEmbeddings(d *decoder) (*embeddingRequest, error) {
 				v := int(n)
 				req.Dimensions = &v
 			}
-		case "user":
-			err = d.r.Skip(maxSkipBytes)
+		case "user": // OpenAI's end-user id: a string, read and dropped
+			_, err = d.str(maxSkipBytes)
 		default:
 			err = d.unknown(key, "an embeddings request")
 		}

@@ -36,6 +36,9 @@ func fromError(err error) *apiError {
 		return ae
 	case errors.Is(err, errQueueFull):
 		return &apiError{Status: http.StatusTooManyRequests, Code: "overloaded", reason: "queue_full", Message: err.Error()}
+	case errors.Is(err, errKeyInflight):
+		return &apiError{Status: http.StatusTooManyRequests, Code: "overloaded", reason: "key_inflight",
+			Message: "this API key has as many requests in flight as one key may (-max-inflight-per-key); retry later"}
 	case errors.Is(err, errInflight):
 		return &apiError{Status: http.StatusTooManyRequests, Code: "overloaded", reason: "inflight",
 			Message: "the server is handling as many requests as it takes at once (max-inflight); retry later"}

@@ -69,11 +69,14 @@ type forecaster interface {
 
 // forecastPlan is a validated request: the call, what it costs, and how its answer is built.
 type forecastPlan struct {
+	// finish, when set, does the work that grows with the answer (the forecast steps' timestamps) once the
+	// request is admitted, and sets call if plan left it nil.
+	finish   func(ctx context.Context) error
 	call     *cutenative.ForecastRequest
 	mergeKey string // requests with the same non-empty key may share one call (merge.go); "": runs alone
 	work     work
 	callMem  int64 // working memory of the call, where the kind estimates it
-	outputs  int64 // values the answer holds (for the bytes in flight)
+	outputs  int64 // values the answer holds, a timestamp counting as 8 (for the bytes in flight)
 	// answer builds the 200 body from the call's forecast, this request's series starting at first; an *apiError
 	// refuses it (a forecast that is not finite).
 	answer func(f *cutenative.Forecast, first int) (any, error)
@@ -122,11 +125,16 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 	if e != nil {
 		return e
 	}
+	if plan.finish != nil {
+		if err := plan.finish(rq.ctx); err != nil {
+			return fromError(err)
+		}
+	}
 	key := plan.mergeKey
 	if lane == m.long || s.cfg.MaxBatch <= 1 {
 		key = ""
 	}
-	f, first, err := m.merge.submit(rq.ctx, lane, plan.call, key, est.seconds)
+	f, first, err := m.merge.submit(rq.ctx, lane, plan.call, key, est.seconds, m.cost.seconds(work{passes: plan.work.passes}))
 	if err != nil {
 		return fromError(err)
 	}

@@ -49,6 +49,9 @@ func FuzzDecodeForecast(f *testing.F) {
 		if err == nil {
 			err = req.validate(context.Background(), lim)
 		}
+		if err == nil {
+			err = req.timestamps(context.Background())
+		}
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Message == "" {

@@ -22,7 +22,7 @@ import (
 
 // hostAllowed reports whether the request's Host is in the allow-list.
 func (s *Server) hostAllowed(r *http.Request) bool {
-	if len(s.cfg.AllowedHosts) == 0 {
+	if len(s.cfg.AllowedHosts) == 0 || r.Host == "" { // no Host: HTTP/1.0 health checks; a browser always sends one
 		return true
 	}
 	host := strings.ToLower(r.Host)

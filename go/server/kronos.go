@@ -189,7 +189,8 @@ func (r *forecastRequest) validateKronos(ctx context.Context, lim limits, maxCon
 		return nil, badRequest(fmt.Sprintf("the forecast would hold %d mean-path values, %d sample-path values (return_samples) "+
 			"and %d future timestamps (8 values each), above the limit of %d (-max-output-values)", mean, paths, stamps, lim.MaxOutputValues))
 	}
-	// Values, then timestamps.
+	// Values (the timestamps come in times, once the request is admitted: the forecast steps' are as many as the
+	// answer's values).
 	for i := range r.Series {
 		s := &r.Series[i]
 		chs := channelsOf(s)
@@ -198,17 +199,25 @@ func (r *forecastRequest) validateKronos(ctx context.Context, lim limits, maxCon
 				return nil, err
 			}
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		t, err := kronosTimes(s, r.Horizon, fmt.Sprintf("series[%d]", i))
-		if err != nil {
-			return nil, err
-		}
-		t.channels = chs
-		k.tasks = append(k.tasks, t)
+		k.tasks = append(k.tasks, kronosTask{channels: chs})
 	}
 	return k, nil
+}
+
+// times parses each task's timestamps and those of its forecast steps.
+func (k *kronosRequest) times(ctx context.Context) error {
+	for i := range k.tasks {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t, err := kronosTimes(&k.Series[i], k.Horizon, fmt.Sprintf("series[%d]", i))
+		if err != nil {
+			return err
+		}
+		t.channels = k.tasks[i].channels
+		k.tasks[i] = t
+	}
+	return nil
 }
 
 // readSampling takes the sampling parameters, each checked as the library will see it (float32, int32).
@@ -419,19 +428,27 @@ func (k *kronos) plan(ctx context.Context, req *forecastRequest, lim limits) (*f
 		channels += int64(len(t.channels))
 	}
 	H := int64(kr.Horizon)
-	outputs := channels * H
+	outputs := channels*H + 8*int64(len(kr.tasks))*H // a future timestamp counts as 8 values
 	if kr.returnSamples {
 		outputs += channels * H * S
 	}
-	return &forecastPlan{call: kr.binding(), work: k.work(S, bars, H), callMem: k.callMemory(S, bars, H), outputs: outputs,
-		answer: func(f *cutenative.Forecast, _ int) (any, error) {
-			resp, i := kr.response(k.m.name, f)
-			if i >= 0 {
-				return nil, badRequest(fmt.Sprintf("series[%d]: the forecast is not finite (values too large for the model's "+
-					"float32 arithmetic)", i))
-			}
-			return resp, nil
-		}}, nil
+	p := &forecastPlan{work: k.work(S, bars, H), callMem: k.callMemory(S, bars, H), outputs: outputs}
+	p.finish = func(ctx context.Context) error {
+		if err := kr.times(ctx); err != nil {
+			return err
+		}
+		p.call = kr.binding()
+		return nil
+	}
+	p.answer = func(f *cutenative.Forecast, _ int) (any, error) {
+		resp, i := kr.response(k.m.name, f)
+		if i >= 0 {
+			return nil, badRequest(fmt.Sprintf("series[%d]: the forecast is not finite (values too large for the model's "+
+				"float32 arithmetic)", i))
+		}
+		return resp, nil
+	}
+	return p, nil
 }
 
 // freshSeed is the seed of a request that names none: random, and echoed in the answer so it can be replayed.

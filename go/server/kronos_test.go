@@ -373,7 +373,7 @@ func TestKronosCostsAre400sBeforeAllocation(t *testing.T) {
 		message string
 	}{
 		// Refused while the body is decoded, at the first value past the limit (the fixture gives timestamps first).
-		{"bars past -max-series-len", nil, "series[0].timestamps[25]: more than 25 timestamps (the server's limit per series)"},
+		{"bars past -max-series-len", nil, "series[0].timestamps[25]: more than 25 timestamps (-max-series-len)"},
 		// 6 channels x 6 steps x 512 paths = 18432 sample values
 		{"sample paths count", samples(512, short), "18432 sample-path values (return_samples)"},
 		{"17 series x 4096 samples", samples(4096, repeat(17)), "17 series x 4096 samples = 69632 rows exceed the limit of 65536"},
@@ -490,6 +490,9 @@ func FuzzDecodeKronos(f *testing.F) {
 		var k *kronosRequest
 		if err == nil {
 			k, err = req.validateKronos(context.Background(), lim, 40)
+		}
+		if err == nil {
+			err = k.times(context.Background())
 		}
 		if err != nil {
 			var ae *apiError

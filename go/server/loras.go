@@ -28,9 +28,6 @@ func (s *Server) loadLoRAs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if m.info.EmbeddingDim == 0 {
-		m.info.EmbeddingDim = int64(reg.Router().Dim()) // a stand-in Embedder's vectors: the catalog's dimension
-	}
 	s.loras.Store(reg)
 	return nil
 }

@@ -393,10 +393,10 @@ func TestLoRAQueueFullAndTimeout(t *testing.T) {
 	// Searches embed through the embedding model's short lane: one call runs, QueueSize wait, then 429.
 	admitted := 2
 	results := make(chan int, admitted)
-	for i := 0; i < admitted; i++ {
-		go func() { c, _ := ts.search(t, `{"prompt": "knight"}`); results <- c }()
-	}
+	search := func() { c, _ := ts.search(t, `{"prompt": "knight"}`); results <- c }
+	go search()
 	<-g.entered // the lane's call runs
+	go search() // the second waits (the queue holds 1)
 	lane := ts.models["embedding"].short
 	waitUntil(t, "the second search queued", func() bool { return lane.len() == 1 })
 	code, b := ts.search(t, `{"prompt": "knight"}`)

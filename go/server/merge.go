@@ -14,6 +14,9 @@ type mergeForecasts struct {
 	forecast  func(context.Context, *cutenative.ForecastRequest) (*cutenative.Forecast, error) // the model's
 	maxSeries int
 	wait      time.Duration
+	// maxEst bounds a merged call's estimated seconds (Config.LongAfter): short-lane calls stay short, whatever
+	// the number of requests just below the bound (a call of one job may be as long as that job).
+	maxEst float64
 }
 
 // forecastJob is a mergeForecasts job's payload.
@@ -34,8 +37,15 @@ func (p *mergeForecasts) open(batch []*job, units int) bool {
 
 func (p *mergeForecasts) join(batch []*job, units int, next *job) bool {
 	nj, ok := next.payload.(forecastJob)
+	// The merged call's estimate: the passes once (the jobs share them: same key, same horizon), every job's rows.
+	fixed, est := next.fixed, next.est-next.fixed
+	for _, j := range batch {
+		fixed = max(fixed, j.fixed)
+		est += j.est - j.fixed
+	}
+	est += fixed
 	return ok && next.policy == policy(p) && nj.key == batch[0].payload.(forecastJob).key &&
-		units+next.units <= p.maxSeries
+		units+next.units <= p.maxSeries && (p.maxEst == 0 || est <= p.maxEst)
 }
 
 func (p *mergeForecasts) maxWait() time.Duration { return p.wait }
@@ -62,9 +72,9 @@ func (p *mergeForecasts) run(ctx context.Context, batch []*job) []jobResult {
 }
 
 // submit is the forecast endpoint's call into a queue: req runs in q, merged with queued requests of the
-// same key ("" runs alone); est is its estimated seconds. It returns the call's forecast and the index of req's first series in it.
-func (p *mergeForecasts) submit(ctx context.Context, q *jobQueue, req *cutenative.ForecastRequest, key string, est float64) (*cutenative.Forecast, int, error) {
-	j := &job{ctx: ctx, policy: p, payload: forecastJob{req: req, key: key}, units: len(req.Series), est: est}
+// same key ("" runs alone); est is its estimated seconds, fixed the part a merged call pays once. It returns the call's forecast and the index of req's first series in it.
+func (p *mergeForecasts) submit(ctx context.Context, q *jobQueue, req *cutenative.ForecastRequest, key string, est, fixed float64) (*cutenative.Forecast, int, error) {
+	j := &job{ctx: ctx, policy: p, payload: forecastJob{req: req, key: key}, units: len(req.Series), est: est, fixed: fixed}
 	if err := q.submit(j); err != nil {
 		return nil, 0, err
 	}

@@ -28,6 +28,9 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 		}
 		if m.caps&capEmbed != 0 {
 			mi.EmbeddingDim, mi.MaxTokens = m.info.EmbeddingDim, m.info.MaxTokens
+			if reg := s.loras.Load(); mi.EmbeddingDim == 0 && reg != nil {
+				mi.EmbeddingDim = int64(reg.Router().Dim()) // a stand-in Embedder's vectors: the catalog's dimension
+			}
 		}
 		if m.caps&capGenerate != 0 {
 			mi.MaxTokens, mi.ImageSizeMultiple, mi.DefaultSteps = m.info.MaxTokens, m.info.ImageSizeMultiple, m.info.DefaultSteps

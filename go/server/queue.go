@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,18 +39,28 @@ import (
 var (
 	errQueueFull    = errors.New("queue full")
 	errInflight     = errors.New("too many requests in flight")
+	errKeyInflight  = errors.New("too many requests in flight for this API key")
 	errShuttingDown = errors.New("shutting down")
 )
 
 // admit is admission's first step, taken before a request's body is read: at most Config.MaxInflight
-// requests are being read, validated, queued or run at once; beyond, errInflight (429 with Retry-After).
-// Call release when the request is answered.
-func (s *Server) admit() (release func(), err error) {
+// requests are being read, validated, queued or run at once, and at most Config.MaxInflightPerKey of them with one
+// API key (key: its index, -1 for none), so that one client cannot take every slot; beyond, errInflight or
+// errKeyInflight (429 with Retry-After). Call release when the request is answered.
+func (s *Server) admit(key int) (release func(), err error) {
 	if s.inflight.Add(1) > int64(s.cfg.MaxInflight) {
 		s.inflight.Add(-1)
 		return nil, errInflight
 	}
-	return func() { s.inflight.Add(-1) }, nil
+	if key < 0 || s.cfg.MaxInflightPerKey <= 0 {
+		return func() { s.inflight.Add(-1) }, nil
+	}
+	if s.keyInflight[key].Add(1) > int64(s.cfg.MaxInflightPerKey) {
+		s.keyInflight[key].Add(-1)
+		s.inflight.Add(-1)
+		return nil, errKeyInflight
+	}
+	return func() { s.keyInflight[key].Add(-1); s.inflight.Add(-1) }, nil
 }
 
 // queueFullError is errQueueFull naming the lane and its limit.
@@ -61,7 +72,7 @@ type queueFullError struct {
 func (e *queueFullError) Error() string {
 	limit := "-queue"
 	if e.lane == "long" {
-		limit = "long-queue"
+		limit = "-long-queue"
 	}
 	return fmt.Sprintf("model %q's %s lane has %d requests waiting already (%s); retry later", e.model, e.lane, e.capacity, limit)
 }
@@ -88,6 +99,7 @@ type job struct {
 	payload any     // the policy's input: a forecastJob for mergeForecasts, a call for runAlone
 	units   int     // series the job adds to a call (the merge bound, cutenative_batch_series); 0: none
 	est     float64 // estimated seconds of compute (cost.go)
+	fixed   float64 // the part of est a merged call pays once (its passes), not once per job
 
 	result   chan jobResult // buffered: exactly one result is sent, the sender never blocks
 	enqueued time.Time
@@ -306,21 +318,40 @@ func (q *jobQueue) dropLocked(j *job) {
 	j.finish(jobResult{err: err})
 }
 
-// pop takes the oldest job whose context is live (ok: one was queued), and reports whether close began.
+// pop takes the live job with the smallest estimate, the oldest among equal ones (first in, first out when the
+// estimates tie), and reports whether close began. Shortest first: a request estimated at a millisecond never waits
+// behind one estimated at 90 ms in the same lane (the medium one waits while shorter ones keep coming, at most
+// until its deadline). Jobs whose context ended are answered on the way.
 func (q *jobQueue) pop() (j *job, closing bool) {
+	j, closing, _ = q.popIf(nil)
+	return j, closing
+}
+
+// popIf is pop taking the job only when accept (nil: any) takes it; refused: it did not (the job stays queued).
+func (q *jobQueue) popIf(accept func(*job) bool) (j *job, closing, refused bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for e := q.jobs.Front(); e != nil; e = q.jobs.Front() {
+	var best *job
+	for e := q.jobs.Front(); e != nil; {
+		next := e.Next()
 		j := e.Value.(*job)
-		q.removeLocked(j)
-		j.unwatch()
 		if j.ctx.Err() != nil {
+			q.removeLocked(j)
+			j.unwatch()
 			q.dropLocked(j)
-			continue
+		} else if best == nil || j.est < best.est {
+			best = j
 		}
-		return j, q.closing
+		e = next
 	}
-	return nil, q.closing
+	if best != nil && accept != nil && !accept(best) {
+		return nil, q.closing, true
+	}
+	if best != nil {
+		q.removeLocked(best)
+		best.unwatch()
+	}
+	return best, q.closing, false
 }
 
 func (q *jobQueue) len() int {
@@ -340,10 +371,8 @@ func (q *jobQueue) close() {
 
 func (q *jobQueue) loop() {
 	defer close(q.done)
-	var pending *job // taken, did not fit the last call: it starts the next one
 	for {
-		first := pending
-		pending = nil
+		var first *job
 		for first == nil {
 			j, closing := q.pop()
 			switch {
@@ -355,36 +384,49 @@ func (q *jobQueue) loop() {
 				<-q.wake
 			}
 		}
-		var batch []*job
-		batch, pending = q.gather(first)
-		if q.slots != nil {
-			est := 0.0
-			for _, j := range batch {
-				est += j.est
-			}
-			q.mu.Lock()
-			q.slotEst = est // still ahead of any new job while it waits
-			q.mu.Unlock()
-			q.slots <- struct{}{} // a server-wide long slot; the batch's jobs may end meanwhile (run drops them)
-			q.mu.Lock()
-			q.slotEst = 0
-			q.mu.Unlock()
-		}
-		q.run(batch)
-		if q.slots != nil {
+		batch := q.gather(first)
+		if q.slots != nil && q.takeSlot(batch) {
+			q.run(batch)
 			<-q.slots
+			continue
 		}
+		q.run(batch) // no slots; or every job of batch ended while it waited for one: run answers them
 	}
 }
 
-// gather adds queued jobs to the call first starts while its policy keeps the call open and lets them join;
-// the first job that may not join is returned to start the next call. When nothing else is queued the call
+// takeSlot waits for a server-wide slot for batch's call, its estimate counted in the lane's backlog meanwhile;
+// false when every job of batch ended first (nothing to run; the slot is not taken).
+func (q *jobQueue) takeSlot(batch []*job) bool {
+	est := 0.0
+	for _, j := range batch {
+		est += j.est
+	}
+	q.mu.Lock()
+	q.slotEst = est // still ahead of any new job while it waits
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.slotEst = 0
+		q.mu.Unlock()
+	}()
+	live, stop := callContext(batch) // ends when every job's context has
+	defer stop()
+	select {
+	case q.slots <- struct{}{}:
+		return true
+	case <-live.Done():
+		return false
+	}
+}
+
+// gather adds queued jobs (shortest first, as pop) to the call first starts while its policy keeps the call open and
+// lets them join; a job that may not join stays queued for the next pop. When nothing else is queued the call
 // starts at once: waiting (at most the policy's maxWait) only pays when jobs arrive faster than they are
 // served, and a lone client must not pay the window.
-func (q *jobQueue) gather(first *job) (batch []*job, next *job) {
+func (q *jobQueue) gather(first *job) []*job {
 	p, batch, units := first.policy, []*job{first}, first.units
 	if !p.open(batch, units) {
-		return batch, nil
+		return batch
 	}
 	var timer <-chan time.Time
 	if d := p.maxWait(); d > 0 && q.len() > 0 {
@@ -393,24 +435,24 @@ func (q *jobQueue) gather(first *job) (batch []*job, next *job) {
 		timer = t.C
 	}
 	for p.open(batch, units) {
-		j, closing := q.pop()
+		j, closing, refused := q.popIf(func(j *job) bool { return p.join(batch, units, j) })
+		if refused {
+			return batch // the next job (the shortest queued) does not join: it starts the next call
+		}
 		if j == nil {
 			if timer == nil || closing {
-				return batch, nil
+				return batch
 			}
 			select {
 			case <-q.wake:
 				continue
 			case <-timer:
-				return batch, nil
+				return batch
 			}
-		}
-		if !p.join(batch, units, j) {
-			return batch, j
 		}
 		batch, units = append(batch, j), units+j.units
 	}
-	return batch, nil
+	return batch
 }
 
 // run makes one call for batch under its policy and answers every job. Jobs whose context ended since they
@@ -462,7 +504,7 @@ func (q *jobQueue) run(batch []*job) {
 	if q.beforeRun != nil {
 		q.beforeRun(len(batch))
 	}
-	results := batch[0].policy.run(ctx, batch)
+	results := runPolicy(ctx, batch)
 	q.metrics.inference.observe(time.Since(start).Seconds())
 	for i, j := range batch {
 		r := results[i]
@@ -471,6 +513,21 @@ func (q *jobQueue) run(batch []*job) {
 		}
 		j.finish(r)
 	}
+}
+
+// runPolicy makes batch's call; a panic in it (a model call, an embedder given in code) answers every job with an
+// internal error instead of ending the lane's worker, and with it the lane and a long slot.
+func runPolicy(ctx context.Context, batch []*job) (results []jobResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("panic in a model call: %v\n%s", p, debug.Stack())
+			results = make([]jobResult, len(batch))
+			for i := range results {
+				results[i] = jobResult{err: err}
+			}
+		}
+	}()
+	return batch[0].policy.run(ctx, batch)
 }
 
 // callContext is the context of one call: cancelled once every job's context has ended, with the latest of

@@ -458,7 +458,7 @@ func TestRunAloneOnAModelQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	merged, first, err := m.merge.submit(ctx, m.short, req, batchKey(req, int(m.info.ContextLength)), 0)
+	merged, first, err := m.merge.submit(ctx, m.short, req, batchKey(req, int(m.info.ContextLength)), 0, 0)
 	if err != nil || first != 0 || fmt.Sprint(alone.Values) != fmt.Sprint(merged.Values) {
 		t.Fatalf("run alone %v, merge policy %v (first %d, %v)", alone.Values, merged.Values, first, err)
 	}
@@ -470,5 +470,107 @@ func TestRunAloneOnAModelQueue(t *testing.T) {
 	}
 	if count, sum := ts.metrics.queues[0].jobs.totals(); count != 3 || sum != 3 {
 		t.Fatalf("batch_jobs: %d calls, %v jobs; want 3 calls of one job", count, sum)
+	}
+}
+
+// Shortest first: queued jobs run in the order of their estimates, the oldest first among equal ones.
+func TestQueueRunsShortestFirst(t *testing.T) {
+	q, _ := testQueue(t, 8)
+	unblock := block(t, q)
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for i, j := range []struct {
+		name string
+		est  float64
+	}{{"medium", 0.09}, {"tiny-a", 0.001}, {"long", 0.5}, {"tiny-b", 0.001}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = runAlone(context.Background(), q, 0, j.est, func(context.Context) (int, error) {
+				mu.Lock()
+				order = append(order, j.name)
+				mu.Unlock()
+				return 0, nil
+			})
+		}()
+		waitUntil(t, "queued", func() bool { return q.len() == i+1 }) // submitted in this loop's order
+	}
+	waitUntil(t, "four queued", func() bool { return q.len() == 4 })
+	if b := q.backlog(); b < 0.592 || b > 0.593 {
+		t.Fatalf("backlog %v, want the queued estimates' sum 0.592", b)
+	}
+	unblock()
+	wg.Wait()
+	if fmt.Sprint(order) != "[tiny-a tiny-b medium long]" {
+		t.Fatalf("order %v", order)
+	}
+}
+
+// Long lanes share the server's slots: a lane waiting for one counts its call in its backlog, gives up the wait when
+// every job of the call has ended (the slot is not taken, the jobs are answered), and closes while it waits.
+func TestLongLanesShareSlots(t *testing.T) {
+	m := newMetrics()
+	slots := make(chan struct{}, 1)
+	a := newJobQueue("a", "long", 4, m, slots)
+	b := newJobQueue("b", "long", 4, m, slots)
+	entered, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _ = runAlone(context.Background(), a, 0, 2, func(context.Context) (int, error) {
+			close(entered)
+			<-release
+			return 0, nil
+		})
+	}()
+	<-entered // a's call holds the one slot
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{}, 1)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := runAlone(ctx, b, 0, 3, func(context.Context) (int, error) { ran <- struct{}{}; return 0, nil })
+		errc <- err
+	}()
+	waitUntil(t, "b's call waiting for the slot", func() bool { return b.len() == 0 && b.backlog() == 3 })
+	if got := a.backlog(); got <= 1.9 || got > 2 {
+		t.Fatalf("a's backlog %v, want what its running call's 2 s estimate has left", got)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled while waiting for a slot: %v", err)
+	}
+	waitUntil(t, "b's wait given up", func() bool { return b.backlog() == 0 })
+	// b waits for the slot again with a live job; closing b waits for it, so release a first.
+	done := make(chan error, 1)
+	go func() {
+		_, err := runAlone(context.Background(), b, 0, 1, func(context.Context) (int, error) { ran <- struct{}{}; return 0, nil })
+		done <- err
+	}()
+	waitUntil(t, "b waiting again", func() bool { return b.backlog() == 1 })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 {
+		t.Fatalf("%d calls ran in b, want 1 (the cancelled one never)", len(ran))
+	}
+	a.close()
+	b.close()
+	if len(slots) != 0 {
+		t.Fatalf("%d slots held after both lanes closed", len(slots))
+	}
+}
+
+// A panic in a call answers its jobs with an error and leaves the lane (and its slot) working.
+func TestQueueSurvivesAPanickingCall(t *testing.T) {
+	m := newMetrics()
+	slots := make(chan struct{}, 1)
+	q := newJobQueue("m", "long", 4, m, slots)
+	defer q.close()
+	_, err := runAlone(context.Background(), q, 0, 0, func(context.Context) (int, error) { panic("embedder bug") })
+	if err == nil || fromError(err).Status != 500 {
+		t.Fatalf("panicking call: %v", err)
+	}
+	if v, err := runAlone(context.Background(), q, 0, 0, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil {
+		t.Fatalf("after the panic: %v %v", v, err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // Every refusal is the JSON error object naming the limit that refused it (its flag where it has one), and is
 // counted in cutenative_refusals_total under that limit.
 func TestEveryRefusalNamesItsLimit(t *testing.T) {
-	ts := start(t, Config{MaxBodyBytes: 64 << 10, MaxSeries: 4, MaxInputValues: 1000, MaxOutputValues: 100000, MaxHorizon: 20000,
+	ts := start(t, Config{MaxBodyBytes: 64 << 10, MaxSeries: 4, MaxInputValues: 1000, MaxOutputValues: 100000,
 		MaxInflightBytes: 1 << 20, Timeout: time.Second, AllowedHosts: []string{"127.0.0.1"}})
 	many := `{"horizon": 2, "series": [` + strings.Repeat(`{"values": [1]},`, 4) + `{"values": [1]}]}`
 	values := `{"horizon": 2, "series": [{"values": [` + strings.Repeat("1,", 1000) + `1]}]}`
@@ -27,14 +27,15 @@ func TestEveryRefusalNamesItsLimit(t *testing.T) {
 			"exceeds 65536 bytes (-max-body)"},
 		{"series", many, "", "", 400, "invalid_argument", "series[4]: more than 4 series (-max-series)"},
 		{"input values", values, "", "", 400, "invalid_argument", "more than 1000 input values (values and covariate values, -max-input-values)"},
-		{"horizon", `{"horizon": 20001, "series": [{"values": [1]}]}`, "", "", 400, "invalid_argument", "(-max-horizon)"},
+		{"horizon", `{"horizon": 65537, "series": [{"values": [1]}]}`, "", "", 400, "invalid_argument", "(-max-horizon)"},
 		{"output values", `{"horizon": 20000, "series": [{"values": [1]}, {"values": [1]}]}`, "", "", 400, "invalid_argument",
 			"(-max-output-values)"},
 		// 3 series x 20000 steps x 24 bytes of answer: 1.4 MB, above a budget of 1 MiB.
 		{"bytes in flight", `{"horizon": 20000, "quantiles": [0.5], "series": [{"values": [1]}, {"values": [1]}, {"values": [1]}]}`,
 			"", "", 413, "inflight_bytes", "(-max-inflight-bytes 1048576)"},
-		// 313 passes, the rollout's over 9 paths: ~2.5 s estimated on the CI machine.
-		{"compute", `{"horizon": 20000, "quantiles": [0.5], "series": [{"values": [1]}]}`, "", "", 400, "compute_estimate",
+		// 469 passes, the rollout's over 9 paths: 3.7 s estimated on the CI machine, 1.6 s at the fastest cost model
+		// seen there (720 KB of answer: within the bytes in flight).
+		{"compute", `{"horizon": 30000, "quantiles": [0.5], "series": [{"values": [1]}]}`, "", "", 400, "compute_estimate",
 			"before its deadline (-timeout 1s)"},
 		{"content type", `{"horizon": 2, "series": [{"values": [1]}]}`, "text/plain", "", 415, "content_type", "Content-Type: application/json"},
 		{"host", `{"horizon": 2, "series": [{"values": [1]}]}`, "", "rebound.example", 403, "host", "(-allowed-hosts)"},
@@ -56,11 +57,7 @@ func TestEveryRefusalNamesItsLimit(t *testing.T) {
 			if resp.StatusCode != tc.status || !strings.Contains(e.Message, tc.message) {
 				t.Fatalf("%d %s; want %d naming %q", resp.StatusCode, b, tc.status, tc.message)
 			}
-			endpoint := "forecast"
-			if tc.reason == "host" {
-				endpoint = "POST /v1/forecast"
-			}
-			if n := ts.metrics.refused(endpoint, tc.reason); n == 0 {
+			if n := ts.metrics.refused("forecast", tc.reason); n == 0 {
 				t.Fatalf("not counted under reason %q", tc.reason)
 			}
 		})
@@ -153,6 +150,19 @@ func TestZImageBesideForecasterAndEmbedder(t *testing.T) {
 	if !strings.Contains(metrics.String(), `cutenative_model_info{model="img",kind="zimage",device="cpu",dtype="f32",mode="eager"} 1`) {
 		t.Fatalf("metrics: %s", metrics.String())
 	}
+	// With no -default-model, the default forecaster is the first model by name that forecasts.
+	s0, err := New(Config{Models: map[string]string{"a-img": img, "zz": defaultModelDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s0.Load(); err != nil {
+		t.Fatalf("an image model first by name: %v", err)
+	}
+	if got := s0.defaultName(capForecast); got != "zz" {
+		s0.Close()
+		t.Fatalf("default forecaster %q, want zz", got)
+	}
+	s0.Close()
 	// A mode the kind does not have, asked for by name, stops the load and says which model.
 	s, err := New(Config{Models: map[string]string{"img": img}, ModelOptions: map[string]ModelOptions{"img": {Mode: "fused"}}})
 	if err != nil {
@@ -161,5 +171,29 @@ func TestZImageBesideForecasterAndEmbedder(t *testing.T) {
 	defer s.Close()
 	if err := s.Load(); err == nil || !strings.Contains(err.Error(), `model "img": mode fused`) {
 		t.Fatalf("fused Z-Image: %v", err)
+	}
+}
+
+// With two keys or more, one key holds at most half of -max-inflight: another key still gets in.
+func TestInflightPerKey(t *testing.T) {
+	ts := start(t, Config{APIKeys: []string{"a", "b"}, MaxInflight: 4})
+	if ts.cfg.MaxInflightPerKey != 2 {
+		t.Fatalf("per-key limit %d, want half of 4", ts.cfg.MaxInflightPerKey)
+	}
+	ts.keyInflight[0].Add(2) // key "a" holds its share
+	defer ts.keyInflight[0].Add(-2)
+	body := `{"horizon": 2, "series": [{"values": [1, 2, 3]}]}`
+	code, h, b := ts.post(t, body, "Authorization", "Bearer a")
+	if e := errorOf(t, b); code != 429 || h.Get("Retry-After") == "" || !strings.Contains(e.Message, "-max-inflight-per-key") {
+		t.Fatalf("key a: %d %s", code, b)
+	}
+	if code, _, b := ts.post(t, body, "Authorization", "Bearer b"); code != 200 {
+		t.Fatalf("key b: %d %s", code, b)
+	}
+	if n := ts.metrics.refused("forecast", "key_inflight"); n != 1 {
+		t.Fatalf("refusals counted: %d", n)
+	}
+	if ts.inflight.Load() != 0 {
+		t.Fatalf("%d requests left in flight", ts.inflight.Load())
 	}
 }

@@ -201,7 +201,7 @@ var fixedCost = costModel{perPass: 1e-3, perUnit: 1e-6}
 func (s *Server) lanes(sm *servedModel) {
 	sm.short = newJobQueue(sm.name, "short", s.cfg.QueueSize, s.metrics, nil)
 	sm.long = newJobQueue(sm.name, "long", s.cfg.LongQueue, s.metrics, s.longSlots)
-	sm.merge = &mergeForecasts{maxSeries: s.cfg.MaxBatch, wait: s.cfg.MaxWait}
+	sm.merge = &mergeForecasts{maxSeries: s.cfg.MaxBatch, wait: s.cfg.MaxWait, maxEst: s.cfg.LongAfter.Seconds()}
 	if sm.model != nil {
 		sm.merge.forecast = sm.model.Forecast
 	}

@@ -38,7 +38,11 @@ type Server struct {
 	state    atomic.Int32            // stateLoading, stateReady, stateDraining
 	inflight atomic.Int64            // requests admitted and not yet answered
 
+	keyInflight []atomic.Int64 // per API key: requests admitted and not yet answered
+
 	loras atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
+
+	endpointNames map[string]string // route pattern -> its name in metrics (set by Handler)
 }
 
 const (
@@ -52,22 +56,13 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	names, _, _, err := cfg.modelSpecs()
-	if err != nil {
+	if _, _, _, err := cfg.modelSpecs(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if len(cfg.Models) == 0 && cfg.EmbedModel == "" && cfg.Embedder == nil {
 		return nil, errors.New("server: no models configured")
 	}
-	if cfg.DefaultModel == "" && len(cfg.Models) > 0 {
-		forecasters := make([]string, 0, len(cfg.Models))
-		for n := range cfg.Models {
-			forecasters = append(forecasters, n)
-		}
-		sort.Strings(forecasters)
-		cfg.DefaultModel = forecasters[0]
-	}
-	if cfg.DefaultModel != "" {
+	if cfg.DefaultModel != "" { // "": the first model by name that forecasts (Load: defaultsFor)
 		if _, ok := cfg.Models[cfg.DefaultModel]; !ok {
 			return nil, fmt.Errorf("server: default model %q is not configured", cfg.DefaultModel)
 		}
@@ -78,9 +73,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LongSlots == 0 {
 		cfg.LongSlots = max(1, runtime.GOMAXPROCS(0)-1)
 	}
-	_ = names
 	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*servedModel{}, bytes: newByteBudget(cfg.MaxInflightBytes),
-		longSlots: make(chan struct{}, cfg.LongSlots)}
+		longSlots: make(chan struct{}, cfg.LongSlots), keyInflight: make([]atomic.Int64, len(cfg.APIKeys))}
+	if s.cfg.MaxInflightPerKey == 0 && len(cfg.APIKeys) > 1 {
+		s.cfg.MaxInflightPerKey = max(1, cfg.MaxInflight/2)
+	}
 	s.metrics.loras = s.LoRAs
 	s.metrics.bytes = s.bytes
 	for _, k := range cfg.APIKeys {
@@ -185,28 +182,29 @@ func (s *Server) Close() {
 type route struct {
 	method, path string
 	handler      http.HandlerFunc
+	name         string // in metrics
 }
 
 // routes is the one list of endpoints: Handler serves it and the OpenAPI test compares it with
 // openapi.json.
 func (s *Server) routes() []route {
 	return []route{
-		{"POST", "/v1/forecast", s.endpoint("forecast", s.handleForecast)},
-		{"GET", "/v1/models", s.endpoint("models", s.handleModels)},
-		{"POST", "/v1/embeddings", s.endpoint("embeddings", s.handleEmbeddings)},
-		{"POST", "/v1/loras/search", s.endpoint("lora_search", s.handleLoRASearch)},
+		{"POST", "/v1/forecast", s.endpoint("forecast", s.handleForecast), "forecast"},
+		{"GET", "/v1/models", s.endpoint("models", s.handleModels), "models"},
+		{"POST", "/v1/embeddings", s.endpoint("embeddings", s.handleEmbeddings), "embeddings"},
+		{"POST", "/v1/loras/search", s.endpoint("lora_search", s.handleLoRASearch), "lora_search"},
 		{"GET", "/livez", func(w http.ResponseWriter, r *http.Request) {
 			writeJSONStatic(w, http.StatusOK, map[string]string{"status": "ok"})
-		}},
-		{"GET", "/readyz", s.handleReady},
+		}, "livez"},
+		{"GET", "/readyz", s.handleReady, "readyz"},
 		{"GET", "/metrics", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			s.metrics.write(w)
-		}},
+		}, "metrics"},
 		{"GET", "/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(openAPIDocument)
-		}},
+		}, "openapi"},
 	}
 }
 
@@ -214,8 +212,10 @@ func (s *Server) routes() []route {
 // request, JSON 404 and 405 answers.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	s.endpointNames = map[string]string{}
 	for _, r := range s.routes() {
 		mux.HandleFunc(r.method+" "+r.path, r.handler)
+		s.endpointNames[r.method+" "+r.path] = r.name
 	}
 	return s.serveLogged(mux)
 }
@@ -226,9 +226,14 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) endpoint(name string, h func(http.ResponseWriter, *http.Request) *apiError) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		e := s.guard(r)
-		if e == nil && len(s.keys) > 0 && !s.keyOK(r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="cutenative"`)
-			e = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", reason: "api_key", Message: "missing or invalid API key"}
+		if e == nil && len(s.keys) > 0 {
+			key := s.keyIndex(r.Header.Get("Authorization"))
+			if key < 0 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="cutenative"`)
+				e = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", reason: "api_key", Message: "missing or invalid API key"}
+			} else if ri := infoOf(r); ri != nil {
+				ri.key = key
+			}
 		}
 		if e == nil {
 			e = h(w, r)
@@ -241,10 +246,17 @@ func (s *Server) endpoint(name string, h func(http.ResponseWriter, *http.Request
 			noteCause(r, e.logCause())
 		}
 		s.metrics.countRequest(name, e.Code)
-		if e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusTooManyRequests ||
-			e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusUnsupportedMediaType ||
-			e.Status == http.StatusRequestTimeout {
+		switch e.Status {
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusUnauthorized,
+			http.StatusForbidden, http.StatusUnsupportedMediaType, http.StatusRequestTimeout:
 			s.metrics.refuse(name, cmpOr(e.reason, e.Code))
+		}
+		switch e.Status {
+		case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusUnauthorized, http.StatusForbidden,
+			http.StatusUnsupportedMediaType, http.StatusRequestTimeout:
+			// Refused with its body unread (or read only in part): close the connection rather than read the rest,
+			// so that a slow or large body cannot hold a connection after its answer.
+			w.Header().Set("Connection", "close")
 		}
 		writeError(w, e)
 	}
@@ -263,7 +275,11 @@ type requestScope struct {
 // begin admits a request (Config.MaxInflight, before its body is read) and sets its deadline, which the body's
 // arrival is bound by too (408 otherwise). Call end when the request is answered.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*requestScope, *apiError) {
-	release, err := s.admit()
+	key := -1
+	if ri := infoOf(r); ri != nil {
+		key = ri.key
+	}
+	release, err := s.admit(key)
 	if err != nil {
 		return nil, fromError(err)
 	}
@@ -289,15 +305,23 @@ func (s *Server) logger() *slog.Logger {
 }
 
 // keyOK checks "Authorization: Bearer <key>" (the scheme is case-insensitive, RFC 9110 section 11.1).
-func (s *Server) keyOK(header string) bool {
+func (s *Server) keyOK(header string) bool { return s.keyIndex(header) >= 0 }
+
+// keyIndex is the index of the key the header carries, or -1.
+func (s *Server) keyIndex(header string) int {
 	scheme, token, ok := strings.Cut(header, " ")
 	ok = ok && strings.EqualFold(scheme, "Bearer")
 	digest := sha256.Sum256([]byte(token))
-	match := 0
-	for _, k := range s.keys { // every key is compared: timing says nothing about which one matched
-		match |= subtle.ConstantTimeCompare(digest[:], k[:])
+	index := -1
+	for i, k := range s.keys { // every key is compared: timing says nothing about which one matched
+		if subtle.ConstantTimeCompare(digest[:], k[:]) == 1 {
+			index = i
+		}
 	}
-	return ok && match == 1
+	if !ok {
+		return -1
+	}
+	return index
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,6 +103,9 @@ func optionTable() []settings.Setting[options] {
 		str("embed-model", "CUTENATIVE_EMBED_MODEL", "", "", "sentence-embedding model directory[;device=D][;dtype=T][;mode=M] "+
 			"(e.g. all-MiniLM-L6-v2; f32 and eager unless given): served as \"embedding\" by POST /v1/embeddings, and embeds for -lora-catalog",
 			func(s string) error {
+				if strings.Contains(s, ",") {
+					return errors.New("one directory (and its ;key=value options), no comma")
+				}
 				if s == "" {
 					return nil
 				}
@@ -129,7 +133,7 @@ func parseOptions(args []string, lookup func(string) (string, bool)) (options, e
 	var o options
 	table := optionTable()
 	var file *settings.File
-	if path := configPath(args, lookup); path != "" {
+	if path := configPath(args, lookup); path != "" && !helpAsked(args) {
 		var extra map[string]json.RawMessage
 		var err error
 		if file, extra, err = settings.ReadFile(path, table, "models"); err != nil {
@@ -312,6 +316,9 @@ func fileModels(path string, raw json.RawMessage) (map[string]modelSpec, error) 
 	for name, e := range entries {
 		var dir string
 		if json.Unmarshal(e, &dir) == nil {
+			if name == "" || dir == "" {
+				return nil, fmt.Errorf("%s: models.%s: a name and a dir are required", path, name)
+			}
 			out[name] = modelSpec{dir: dir}
 			continue
 		}
@@ -334,6 +341,19 @@ func fileModels(path string, raw json.RawMessage) (map[string]modelSpec, error) 
 		out[name] = m
 	}
 	return out, nil
+}
+
+// helpAsked reports whether the arguments ask for -h (which a broken -config file must not hide).
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-h" || a == "-help" || a == "--h" || a == "--help" {
+			return true
+		}
+	}
+	return false
 }
 
 // configPath is the -config flag's value (looked up before the flags are parsed, since the file sits under
@@ -373,7 +393,11 @@ func allowedHosts(flag, listen string) []string {
 		return nil
 	}
 	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-		return []string{"localhost", "127.0.0.1", "::1"}
+		out := []string{"localhost", "127.0.0.1", "::1"}
+		if host != "localhost" && !slices.Contains(out, ip.String()) {
+			out = append(out, ip.String()) // the address itself: 127.0.0.2, 127.0.1.1, ...
+		}
+		return out
 	}
 	return nil
 }

@@ -203,7 +203,10 @@ func (r *Reader) expect(k Kind, what string) error {
 
 // Object reads an object, calling field for each key in document order; field must consume the key's value
 // (through this Reader). A repeated key is an error.
-func (r *Reader) Object(field func(key string) error) error {
+func (r *Reader) Object(field func(key string) error) error { return r.object(field, true) }
+
+// object reads an object; with unique, a repeated key is an error (its keys are held until the object ends).
+func (r *Reader) object(field func(key string) error, unique bool) error {
 	if err := r.expect(Object, "an object"); err != nil {
 		return err
 	}
@@ -230,7 +233,7 @@ func (r *Reader) Object(field func(key string) error) error {
 		if err != nil {
 			return err
 		}
-		if seen.add(key) {
+		if unique && seen.add(key) {
 			r.path[len(r.path)-1].key = key
 			return r.Errorf("duplicate key")
 		}
@@ -598,7 +601,8 @@ func (r *Reader) hex4() (uint16, error) {
 	return v, nil
 }
 
-// Skip consumes the next value whatever it is (nesting still bounded, strings bounded by maxBytes each).
+// Skip consumes the next value whatever it is (nesting still bounded, strings bounded by maxBytes each), holding
+// nothing of it: the keys of a skipped object are not checked for repeats.
 func (r *Reader) Skip(maxBytes int) error {
 	k, err := r.Peek()
 	if err != nil {
@@ -606,7 +610,7 @@ func (r *Reader) Skip(maxBytes int) error {
 	}
 	switch k {
 	case Object:
-		return r.Object(func(string) error { return r.Skip(maxBytes) })
+		return r.object(func(string) error { return r.Skip(maxBytes) }, false)
 	case Array:
 		return r.Array(func(int) error { return r.Skip(maxBytes) })
 	case String:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,7 +209,7 @@ func TestStopsEarly(t *testing.T) {
 	}
 }
 
-// Many keys in a skipped object cost linear time (a map past a few keys).
+// Many keys cost linear time (a map past a few keys), and a skipped object holds none of them.
 func TestManyKeys(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString("{")
@@ -224,13 +225,44 @@ func TestManyKeys(t *testing.T) {
 		b.WriteString(`":1`)
 	}
 	b.WriteString("}")
-	r := NewReader(&b, 4096, 16)
-	if err := r.Skip(64); err != nil {
+	doc := b.Bytes()
+	r := NewReader(bytes.NewReader(doc), 4096, 16)
+	n := 0
+	if err := r.Object(func(string) error { n++; return r.Skip(64) }); err != nil || n != 200000 {
+		t.Fatal(n, err)
+	}
+	// The live heap near the end of the document, while Skip is still inside the object: no keys held.
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	src := &heapAtEnd{r: bytes.NewReader(doc), at: len(doc) - 4096}
+	r = NewReader(src, 512, 16)
+	if err := r.Skip(64); err != nil || r.End() != nil {
 		t.Fatal(err)
 	}
-	if err := r.End(); err != nil {
-		t.Fatal(err)
+	if grew := int64(src.heap) - int64(before.HeapAlloc); src.heap == 0 || grew > 1<<20 {
+		t.Fatalf("skipping an object of 200,000 keys held %d bytes (heap %d)", grew, src.heap)
 	}
+}
+
+// heapAtEnd records the live heap (after a GC) when the reader passes byte at.
+type heapAtEnd struct {
+	r    io.Reader
+	at   int
+	off  int
+	heap uint64
+}
+
+func (h *heapAtEnd) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if h.off < h.at && h.off+n >= h.at {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		h.heap = ms.HeapAlloc
+	}
+	h.off += n
+	return n, err
 }
 
 func TestNumbers(t *testing.T) {
