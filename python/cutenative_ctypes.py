@@ -32,7 +32,7 @@ and the built library (ctest python_ctypes_matches_header): change the header an
 import ctypes
 import os
 
-__all__ = ["ModelParams", "ModelInfo", "ForecastShape", "STRUCTS", "PROTOTYPES", "CnError", "LoadError",
+__all__ = ["ModelParams", "ModelInfo", "ForecastShape", "AdapterParams", "AdapterInfo", "AdapterStats", "STRUCTS", "PROTOTYPES", "CnError", "LoadError",
            "default_library_path", "load_library", "abi_version", "status_name", "error_from", "check",
            "FLOAT_P", "INT64_P", "SIZE_P", "VOID_PP"]
 
@@ -41,7 +41,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---- #defines ------------------------------------------------------------------------------------------
 
 CN_ABI_VERSION_MAJOR = 0
-CN_ABI_VERSION_MINOR = 4
+CN_ABI_VERSION_MINOR = 5
 CN_CPU_BATCH_INVARIANT = 1
 CN_CPU_THREAD_INVARIANT = 2
 CN_FORECAST_MAX_VALUES = 268435456
@@ -117,8 +117,29 @@ class ForecastShape(ctypes.Structure):
     _fields_ = _fields((ctypes.c_uint64, "n_series n_outputs horizon n_values n_samples n_sample_values"))
 
 
+class AdapterParams(ctypes.Structure):
+    """cn_adapter_params (fill with cn_adapter_params_init, then change fields)."""
+
+    _fields_ = _fields((ctypes.c_char_p, "allowed_dir"), (ctypes.c_uint64, "max_file_bytes"))
+
+
+class AdapterInfo(ctypes.Structure):
+    """cn_adapter_info (fill with cn_adapter_info_init before cn_adapter_get_info)."""
+
+    _fields_ = _fields((ctypes.c_uint64, "n_targets n_patches"), (ctypes.c_int64, "max_rank"),
+                       (ctypes.c_uint64, "factor_bytes"), (ctypes.c_char_p, "family"))
+
+
+class AdapterStats(ctypes.Structure):
+    """cn_adapter_stats (fill with cn_adapter_stats_init before cn_model_get_adapter_stats)."""
+
+    _fields_ = _fields((ctypes.c_uint64, "switches"), (ctypes.c_double, "switch_seconds"),
+                       (ctypes.c_uint64, "backup_bytes touched"))
+
+
 # The header's struct name -> its class here.
-STRUCTS = {"cn_model_params": ModelParams, "cn_model_info": ModelInfo, "cn_forecast_shape": ForecastShape}
+STRUCTS = {"cn_model_params": ModelParams, "cn_model_info": ModelInfo, "cn_forecast_shape": ForecastShape,
+           "cn_adapter_params": AdapterParams, "cn_adapter_info": AdapterInfo, "cn_adapter_stats": AdapterStats}
 
 # ---- prototypes ----------------------------------------------------------------------------------------
 
@@ -200,6 +221,16 @@ PROTOTYPES = {
     "cn_generate_request_set_steps": (_st, [_h, ctypes.c_int32, ctypes.c_float, _h]),
     "cn_generate_request_set_cfg": (_st, [_h, ctypes.c_double, ctypes.c_double, _h]),
     "cn_generate_request_set_lora": (_st, [_h, _cs, ctypes.c_float, _h]),
+    # LoRA adapters
+    "cn_adapter_params_init": (None, [ctypes.POINTER(AdapterParams)]),
+    "cn_adapter_load": (_st, [_h, _cs, ctypes.POINTER(AdapterParams), VOID_PP, _h]),
+    "cn_adapter_free": (None, [_h]),
+    "cn_adapter_info_init": (None, [ctypes.POINTER(AdapterInfo)]),
+    "cn_adapter_get_info": (_st, [_h, ctypes.POINTER(AdapterInfo), _h]),
+    "cn_generate_request_add_adapter": (_st, [_h, _h, ctypes.c_float, _h]),
+    "cn_generate_request_clear_adapters": (_st, [_h, _h]),
+    "cn_adapter_stats_init": (None, [ctypes.POINTER(AdapterStats)]),
+    "cn_model_get_adapter_stats": (_st, [_h, ctypes.POINTER(AdapterStats), _h]),
     "cn_generate_get_size": (_st, [_h, _h, SIZE_P, _h]),
     "cn_generate": (_st, [_h, _h, _h, ctypes.POINTER(ctypes.c_uint8), _sz, _h]),
 }

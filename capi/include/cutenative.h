@@ -83,7 +83,7 @@ extern "C" {
 /* ===================================================================================================== */
 
 #define CN_ABI_VERSION_MAJOR 0
-#define CN_ABI_VERSION_MINOR 4
+#define CN_ABI_VERSION_MINOR 5
 
 /* The ABI version of the loaded library. Either pointer may be NULL. Thread-safe; cannot fail. */
 CN_API void cn_abi_version(uint32_t* major, uint32_t* minor);
@@ -502,9 +502,78 @@ CN_API cn_status cn_generate_request_set_steps(cn_generate_request* req, int32_t
  * is 1); `normalization` > 0 rescales the guided prediction so its L2 norm is at most normalization times the
  * positive prediction's (0, the default: off). Both finite; normalization >= 0. Since ABI 0.3. */
 CN_API cn_status cn_generate_request_set_cfg(cn_generate_request* req, double truncation, double normalization, cn_error* err);
-/* Applies a LoRA adapter (a .safetensors file inside a directory the caller trusts) at `scale`; NULL path
- * removes it. Not implemented yet: a request with an adapter is UNSUPPORTED at generation. */
+/* Applies the LoRA adapter in the .safetensors file `lora_path` (the caller trusts the path) at `scale`, read and
+ * validated against the model at each cn_generate; NULL removes it. Loading the adapter once (cn_adapter_load) and
+ * adding the handle (cn_generate_request_add_adapter) skips the reading; both may be used on one request (this one
+ * comes last). Since ABI 0.5 (before: UNSUPPORTED at generation). */
 CN_API cn_status cn_generate_request_set_lora(cn_generate_request* req, const char* lora_path, float scale, cn_error* err);
+
+/* LoRA adapters (Z-Image). An adapter file is read once and validated against one model: every key must map onto
+ * the model's transformer (the published families: diffusers/PEFT with lora_adapter_metadata, ai-toolkit, kohya /
+ * musubi with .alpha, musubi's fused qkv ComfyUI export, DiffSynth, the original Z-Image names); DoRA, LoKr, LoHa,
+ * full-delta and text-encoder keys are UNSUPPORTED (never silently dropped); a key that fits nothing, a shape that
+ * does not fit, rank 0 or a non-finite value is INVALID_ARGUMENT naming the key. A request names adapters with a
+ * scale each; generation fuses them into the transformer's weights in place,
+ *     W = round(fp32(W0) + sum_i scale_i * alpha_i / rank_i * B_i @ A_i),
+ * keeping W0 (the weights' own dtype, on their device: memory equal to the weights an adapter touches) so that
+ * another set, or none, restores them bit for bit. Calls with the same adapter set (adapters and scales, in
+ * order) run together; a call with another set waits until none holds the weights, then switches them.
+ *
+ *     cn_adapter_params p;
+ *     cn_adapter_params_init(&p);
+ *     p.allowed_dir = "/srv/loras";                         // the file must resolve under it
+ *     cn_adapter* a = NULL;
+ *     cn_adapter_load(model, "/srv/loras/pixel-art.safetensors", &p, &a, err);
+ *     cn_generate_request_add_adapter(req, a, 0.8f, err);   // the request keeps its own reference
+ *     cn_adapter_free(a);                                   // the request still works
+ */
+typedef struct cn_adapter cn_adapter;
+
+typedef struct cn_adapter_params {
+    size_t struct_size;
+    /* NULL: the path is trusted as given. Otherwise the file, with symlinks and ".." resolved, must lie under this
+     * directory (resolved the same way): INVALID_ARGUMENT otherwise. */
+    const char* allowed_dir;
+    /* Files larger are INVALID_ARGUMENT before they are read; 0: 2 GiB. */
+    uint64_t max_file_bytes;
+} cn_adapter_params;
+
+CN_API void cn_adapter_params_init(cn_adapter_params* params);
+/* Reads and validates the adapter file at `path` against `model` (UNSUPPORTED for models that take no adapters).
+ * Caller owns *out (cn_adapter_free). `params` may be NULL (defaults). Thread-safe. */
+CN_API cn_status cn_adapter_load(cn_model* model, const char* path, const cn_adapter_params* params, cn_adapter** out, cn_error* err);
+/* Frees the caller's reference; requests holding the adapter keep theirs. NULL is fine. */
+CN_API void cn_adapter_free(cn_adapter* adapter);
+
+typedef struct cn_adapter_info {
+    size_t struct_size;
+    uint64_t n_targets; /* the model's weights it changes */
+    uint64_t n_patches; /* patches (a fused qkv module is three) */
+    int64_t max_rank;
+    uint64_t factor_bytes; /* its factors, fp32, on the model's device */
+    const char* family;    /* the key family recognised ("diffusers/peft", "kohya", ...); valid while the adapter is */
+} cn_adapter_info;
+
+CN_API void cn_adapter_info_init(cn_adapter_info* info);
+CN_API cn_status cn_adapter_get_info(const cn_adapter* adapter, cn_adapter_info* out, cn_error* err);
+
+/* Adds `adapter` at `scale` (finite; any sign) to the request, after those added before (the order of the sum).
+ * The request keeps its own reference. An adapter of another model is INVALID_ARGUMENT at generation. */
+CN_API cn_status cn_generate_request_add_adapter(cn_generate_request* req, const cn_adapter* adapter, float scale, cn_error* err);
+/* Removes every adapter added with cn_generate_request_add_adapter (set_lora's stays). */
+CN_API cn_status cn_generate_request_clear_adapters(cn_generate_request* req, cn_error* err);
+
+typedef struct cn_adapter_stats {
+    size_t struct_size;
+    uint64_t switches;     /* adapter sets fused into the weights (a restore to none counts) */
+    double switch_seconds; /* host time those switches took, in total */
+    uint64_t backup_bytes; /* the kept originals of every weight an adapter has touched */
+    uint64_t touched;      /* weights the current set changes */
+} cn_adapter_stats;
+
+CN_API void cn_adapter_stats_init(cn_adapter_stats* stats);
+/* The model's adapter state (UNSUPPORTED for models that take no adapters). */
+CN_API cn_status cn_model_get_adapter_stats(cn_model* model, cn_adapter_stats* out, cn_error* err);
 
 /* Bytes of the RGB8 image `req` produces on `model` (width * height * 3) into *bytes_out, after checking the
  * request against the model (size multiple, prompt). UNSUPPORTED for models that do not generate. */

@@ -21,6 +21,8 @@
 
 namespace cn {
 
+class AdapterHost;  // core/runtime/adapters.h
+
 struct ModelOptions {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
@@ -57,6 +59,8 @@ public:
     virtual void embed(const std::vector<std::string>& texts, RunContext& run, float* out, size_t out_count);
     virtual size_t generate_bytes(const GenerateRequest& req) const;  // bytes of the RGB8 image
     virtual void generate(const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes);
+    // The weights LoRA adapters may patch and their state (adapters.h); nullptr for kinds that take none.
+    virtual AdapterHost* adapter_host() { return nullptr; }
 
     // Mode switching: kBusy while any call is in flight (see CallScope), kUnsupported when the mode is not
     // available on this model/device.

@@ -98,6 +98,14 @@ struct ForecastShape {
     uint64_t n_sample_values() const { return n_series * n_samples * n_outputs * horizon; }
 };
 
+class Adapter;  // core/runtime/adapters.h
+
+// An adapter (loaded and validated against a model) and the user's scale for it, in a request.
+struct AdapterUse {
+    std::shared_ptr<const Adapter> adapter;
+    float scale = 1.0f;
+};
+
 struct GenerateRequest {
     std::string prompt;
     std::optional<std::string> negative_prompt;  // unset: none (the pipeline's default, "")
@@ -107,7 +115,8 @@ struct GenerateRequest {
     float guidance = -1.0f;  // negative: the model's default; 0: no CFG; > 0: pos + g (pos - neg)
     double cfg_truncation = 1.0;
     double cfg_normalization = 0.0;
-    std::string lora_path;
+    std::vector<AdapterUse> adapters;  // fused in this order (adapters.h)
+    std::string lora_path;             // cn_generate_request_set_lora: one more adapter, read at generation
     float lora_scale = 1.0f;
 };
 

@@ -108,7 +108,12 @@ void Weights::load_all() {
     for (auto& [name, decl] : declared_) {
         at::Tensor* dst = std::exchange(decl.dst, nullptr);
         if (decl.flags.optional && !checkpoint_->find(name)) continue;
-        *dst = load(name, decl.flags.dtype.value_or(options_.dtype));
+        const c10::ScalarType dtype = decl.flags.dtype.value_or(options_.dtype);
+        *dst = load(name, dtype);
+        // load() aliases the mapping in exactly this case (or copies an unaligned entry: counted as aliased anyway).
+        const bool aliases =
+            options_.zero_copy && options_.device.is_cpu() && to_scalar_type(checkpoint_->find(name)->entry->dtype, name) == dtype;
+        index_.set(name, *dst, aliases);
     }
 }
 

@@ -17,6 +17,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "core/format/checkpoint.h"
+#include "core/runtime/weight_index.h"
 
 namespace cn {
 
@@ -51,8 +52,10 @@ public:
     // Loads every declared tensor the checkpoint has (after validate) on options.device, in options.dtype
     // unless its flags name another, into its destination.
     // Once: the destinations are forgotten afterwards (a second call is kInternal), so no pointer into a model's
-    // containers outlives the load.
+    // containers outlives the load; what was loaded stays reachable by name through index().
     void load_all();
+    // The loaded tensors by name (after load_all): a model keeps it (weight_index.h).
+    const WeightIndex& index() const { return index_; }
 
     const format::Checkpoint& checkpoint() const { return *checkpoint_; }
     const WeightLoadOptions& options() const { return options_; }
@@ -71,6 +74,7 @@ private:
     WeightLoadOptions options_;
     std::map<std::string, Decl> declared_;
     std::set<std::string> unused_;
+    WeightIndex index_;
     bool loaded_ = false;
 };
 

@@ -96,10 +96,19 @@ type GenerateRequest struct {
 	// model: all 64 bits, Philox, as diffusers given a CUDA generator). The same request and seed on the same
 	// device give the same bytes.
 	Seed uint64
-	// LoRAPath names a LoRA adapter (.safetensors, in a directory the caller trusts) applied at LoRAScale.
-	// The library does not implement adapters yet: a request with one is ErrUnsupported.
+	// Adapters are LoRA adapters loaded for this model (Model.LoadAdapter), fused at their scales in this order
+	// (the library restores the weights bit for bit for the next request that names another set).
+	Adapters []AdapterUse
+	// LoRAPath names one more LoRA adapter (.safetensors, a path the caller trusts), read and validated at each
+	// call and applied at LoRAScale after Adapters; LoadAdapter once is faster for an adapter used again.
 	LoRAPath  string
 	LoRAScale float32
+}
+
+// AdapterUse is an adapter and the scale it is fused at (finite, any sign).
+type AdapterUse struct {
+	Adapter *Adapter
+	Scale   float32
 }
 
 // Ptr returns a pointer to a copy of v, for the optional fields of a request: Guidance: cutenative.Ptr[float32](0).
@@ -205,6 +214,17 @@ func buildGenerateRequest(req *GenerateRequest) (r *C.cn_generate_request, width
 			return C.cn_generate_request_set_cfg(r, C.double(truncation), C.double(req.CFGNormalization), e)
 		},
 	}
+	for i, u := range req.Adapters {
+		if u.Adapter == nil {
+			C.cn_generate_request_free(r)
+			return nil, 0, 0, invalidGenerate(fmt.Sprintf("adapters[%d]: nil", i))
+		}
+		scale := C.float(u.Scale)
+		a := u.Adapter
+		setters = append(setters, func(e *C.cn_error) C.cn_status {
+			return a.with(func(p *C.cn_adapter) C.cn_status { return C.cn_generate_request_add_adapter(r, p, scale, e) })
+		})
+	}
 	if req.LoRAPath != "" {
 		lora := C.CString(req.LoRAPath)
 		defer C.free(unsafe.Pointer(lora))
@@ -225,7 +245,7 @@ func buildGenerateRequest(req *GenerateRequest) (r *C.cn_generate_request, width
 // ctx.Err() at once. Cancelling ctx (or its deadline) during the call stops the library before text encoding,
 // between denoising steps or before decoding; the error then matches both ctx.Err() and ErrCancelled
 // (context.Canceled) or ErrDeadlineExceeded (context.DeadlineExceeded). A bad request is ErrInvalidArgument
-// naming the field (ErrUnsupported for a LoRA adapter) and leaves the model usable.
+// naming the field (ErrUnsupported for an adapter format the library refuses) and leaves the model usable.
 func (m *Model) Generate(ctx context.Context, req *GenerateRequest) (*Image, error) {
 	return m.GenerateWithOptions(ctx, req, nil)
 }

@@ -48,6 +48,13 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
     cn_mode md;
     uint8_t pixels[16];
     cn_model* model_out = reinterpret_cast<cn_model*>(0x1);  // must be reset to NULL on failure
+    cn_adapter* adapter_out = reinterpret_cast<cn_adapter*>(0x1);
+    cn_adapter_params aparams;
+    cn_adapter_params_init(&aparams);
+    cn_adapter_info ainfo;
+    cn_adapter_info_init(&ainfo);
+    cn_adapter_stats astats;
+    cn_adapter_stats_init(&astats);
 
     const auto INV = CN_STATUS_INVALID_ARGUMENT;
     const std::vector<Case> cases = {
@@ -188,6 +195,12 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
         {"cn_generate_request_set_lora", [&](cn_error* e) { return cn_generate_request_set_lora(greq, "x", kNaN, e); }, INV},
         {"cn_generate_get_size", [&](cn_error* e) { return cn_generate_get_size(nullptr, greq, &n, e); }, INV},
         {"cn_generate", [&](cn_error* e) { return cn_generate(nullptr, greq, opts, pixels, 16, e); }, INV},
+        {"cn_adapter_load", [&](cn_error* e) { return cn_adapter_load(nullptr, "x", &aparams, &adapter_out, e); }, INV},
+        {"cn_adapter_get_info", [&](cn_error* e) { return cn_adapter_get_info(nullptr, &ainfo, e); }, INV},
+        {"cn_generate_request_add_adapter", [&](cn_error* e) { return cn_generate_request_add_adapter(greq, nullptr, 1, e); }, INV},
+        {"cn_generate_request_add_adapter", [&](cn_error* e) { return cn_generate_request_add_adapter(nullptr, nullptr, 1, e); }, INV},
+        {"cn_generate_request_clear_adapters", [](cn_error* e) { return cn_generate_request_clear_adapters(nullptr, e); }, INV},
+        {"cn_model_get_adapter_stats", [&](cn_error* e) { return cn_model_get_adapter_stats(nullptr, &astats, e); }, INV},
     };
 
     cn_error* err = nullptr;
@@ -207,6 +220,7 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
         EXPECT_EQ(c.call(nullptr), c.expected);
     }
     EXPECT_EQ(model_out, nullptr) << "cn_model_create must reset *out on failure";
+    EXPECT_EQ(adapter_out, nullptr) << "cn_adapter_load must reset *out on failure";
 
     // Void and infallible functions: NULL is accepted, garbage enums get "unknown".
     cn_error_free(nullptr);
@@ -222,6 +236,10 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
     cn_run_options_reset(nullptr);
     cn_forecast_request_free(nullptr);
     cn_generate_request_free(nullptr);
+    cn_adapter_free(nullptr);
+    cn_adapter_params_init(nullptr);
+    cn_adapter_info_init(nullptr);
+    cn_adapter_stats_init(nullptr);
     cn_abi_version(nullptr, nullptr);
     EXPECT_STREQ(cn_status_name(static_cast<cn_status>(999)), "UNKNOWN");
     EXPECT_STREQ(cn_device_type_name(static_cast<cn_device_type>(-1)), "unknown");

@@ -65,6 +65,10 @@ for name, body, tail in re.findall(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+
     fields = []
     for decl in body.split(";"):
         if decl.strip():
+            s = re.fullmatch(r"\s*const\s+char\s*\*\s*(\w+)\s*", decl)  # a string field
+            if s:
+                fields.append((s[1], ctypes.c_char_p))
+                continue
             m = re.fullmatch(r"\s*(\w+)\s+(\w+)\s*", decl)
             expect(m is not None and m[1] in SCALARS, "struct %s: cannot map %r" % (name, decl.strip()))
             if m and m[1] in SCALARS:

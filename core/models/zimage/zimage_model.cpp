@@ -20,6 +20,7 @@
 #include "core/models/zimage/zimage_dit.h"
 #include "core/models/zimage/zimage_scheduler.h"
 #include "core/models/zimage/zimage_vae.h"
+#include "core/runtime/adapters.h"
 #include "core/runtime/weights.h"
 #include "core/tokenizers/bpe.h"
 
@@ -44,13 +45,15 @@ Component open_component(const std::string& dir, const std::string& name, const 
 class ZImageModel final : public Model {
 public:
     ZImageModel(ModelOptions options, nlohmann::json config, ZImageConfig cfg, text::Qwen2Tokenizer tok, std::unique_ptr<Qwen3Encoder> te,
-                std::unique_ptr<ZImageDit> dit, std::unique_ptr<VaeDecoder> vae, uint64_t n_parameters, uint64_t device_parameters)
+                std::unique_ptr<ZImageDit> dit, std::unique_ptr<VaeDecoder> vae, uint64_t n_parameters, uint64_t device_parameters,
+                WeightIndex dit_weights)
         : Model(options, std::move(config)),
           cfg_(std::move(cfg)),
           tok_(std::move(tok)),
           te_(std::move(te)),
           dit_(std::move(dit)),
-          vae_(std::move(vae)) {
+          vae_(std::move(vae)),
+          adapters_(std::make_unique<AdapterHost>(std::move(dit_weights))) {
         n_parameters_ = n_parameters;
         weight_bytes_ = device_parameters * c10::elementSize(options.dtype);  // an offloaded text encoder's are host bytes
     }
@@ -83,6 +86,9 @@ public:
         generate_impl(req, run, out, out_bytes, nullptr);
     }
 
+    // Adapters patch the transformer (diffusers loads LoRA into the transformer only).
+    AdapterHost* adapter_host() override { return adapters_.get(); }
+
     ZImageParts parts() const { return {&cfg_, te_.get(), dit_.get(), vae_.get()}; }
 
     void generate_impl(const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes, ZImageTrace* trace) {
@@ -100,6 +106,13 @@ public:
         if (cfg) neg_ids = tokens(req.negative_prompt.value_or(""), "negative_prompt");
         run.set_total(static_cast<uint64_t>(steps));
         run.check();
+        // The transformer's weights hold the request's adapters (none: the weights as loaded) until the call ends.
+        std::vector<AdapterUse> set = req.adapters;
+        if (!req.lora_path.empty()) {
+            set.push_back(
+                {Adapter::load(req.lora_path, AdapterLoadOptions{}, adapters_->targets(), options_.device, this), req.lora_scale});
+        }
+        const AdapterHost::Lease lease = adapters_->hold(set, run);
 
         // Text: hidden_states[-2] of the valid tokens; positive first, negative second (the pipeline's batch order).
         const auto dev = options_.device;
@@ -189,7 +202,12 @@ private:
             fail(Status::kInvalidArgument, "steps: must be in [1, 1000] or CN_GENERATE_DEFAULT_STEPS");
         }
         if (!std::isfinite(req.guidance)) fail(Status::kInvalidArgument, "guidance: must be finite");
-        if (!req.lora_path.empty()) fail(Status::kUnsupported, "lora: LoRA adapters are not supported by this build yet");
+        for (size_t i = 0; i < req.adapters.size(); ++i) {
+            if (!req.adapters[i].adapter || req.adapters[i].adapter->owner() != this) {
+                fail(Status::kInvalidArgument,
+                     "adapters[" + std::to_string(i) + "]: loaded for another model (cn_adapter_load with this one)");
+            }
+        }
     }
 
     // The templated prompt's token ids, truncated to the pipeline's 512.
@@ -209,6 +227,7 @@ private:
     std::unique_ptr<Qwen3Encoder> te_;
     std::unique_ptr<ZImageDit> dit_;
     std::unique_ptr<VaeDecoder> vae_;
+    std::unique_ptr<AdapterHost> adapters_;
 };
 
 }  // namespace
@@ -284,7 +303,7 @@ std::unique_ptr<Model> load_zimage(const std::string& dir, const ModelOptions& o
     for (const char* f : {"transformer", "text_encoder", "vae"}) config[f] = format::ModelConfig::load(dir + "/" + f, "config.json").json();
     config["scheduler"] = format::ModelConfig::load(dir + "/scheduler", "scheduler_config.json").json();
     return std::make_unique<ZImageModel>(options, std::move(config), p.cfg, std::move(*p.tok), std::move(p.encoder), std::move(p.dit),
-                                         std::move(p.vae), n, on_device);
+                                         std::move(p.vae), n, on_device, p.tr.weights->index());
 }
 
 }  // namespace cn::zimage

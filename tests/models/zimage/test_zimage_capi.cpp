@@ -225,13 +225,14 @@ TEST_F(ZImageCapi, BadRequestsAreInvalidAndTheModelStaysUsable) {
     ASSERT_EQ(cn_generate_request_set_steps(req.r, 2, 2.0f, nullptr), CN_STATUS_OK);
     EXPECT_EQ(cn_generate(m, req.r, opts.o, out.data(), out.size(), err.e), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_NE(err.msg().find("negative_prompt"), std::string::npos) << err.msg();
-    // A buffer too small, NULL out, a LoRA adapter (not implemented yet), a forecast on an image model.
+    // A buffer too small, NULL out, a LoRA adapter file that does not exist, a forecast on an image model.
     ASSERT_EQ(cn_generate_request_set_prompt(req.r, "fine", nullptr, nullptr), CN_STATUS_OK);
     EXPECT_EQ(cn_generate(m, req.r, opts.o, out.data(), out.size() - 1, err.e), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(cn_generate(m, req.r, opts.o, nullptr, out.size(), err.e), CN_STATUS_INVALID_ARGUMENT);
     ASSERT_EQ(cn_generate_request_set_lora(req.r, "/nonexistent/style.safetensors", 1.0f, nullptr), CN_STATUS_OK);
-    EXPECT_EQ(cn_generate(m, req.r, opts.o, out.data(), out.size(), err.e), CN_STATUS_UNSUPPORTED);
-    EXPECT_NE(err.msg().find("LoRA"), std::string::npos) << err.msg();
+    EXPECT_EQ(cn_generate(m, req.r, opts.o, out.data(), out.size(), err.e), CN_STATUS_NOT_FOUND);
+    EXPECT_NE(err.msg().find("/nonexistent/style.safetensors"), std::string::npos) << err.msg();
+    ASSERT_EQ(cn_generate_request_set_lora(req.r, nullptr, 1.0f, nullptr), CN_STATUS_OK);
     cn_forecast_request* fr = nullptr;
     cn_forecast_request_create(&fr, nullptr);
     cn_forecast_shape shape;

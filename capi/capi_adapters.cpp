@@ -1,0 +1,120 @@
+// LoRA adapters: loading one against a model, adding it to a generate request, the model's adapter state.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "capi/capi_internal.h"
+#include "core/runtime/adapters.h"
+#include "core/runtime/names.h"
+
+using cn::Status;
+using cn::capi::guarded;
+using cn::capi::require;
+
+struct cn_adapter {
+    std::shared_ptr<const cn::Adapter> a;
+};
+
+extern "C" {
+
+void cn_adapter_params_init(cn_adapter_params* params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof(*params));
+    params->struct_size = sizeof(*params);
+}
+
+cn_status cn_adapter_load(cn_model* model, const char* path, const cn_adapter_params* params, cn_adapter** out, cn_error* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        require(model, "model");
+        require(path, "path");
+        require(out, "out");
+        cn_adapter_params p;
+        cn_adapter_params_init(&p);
+        if (params) {
+            if (params->struct_size < sizeof(cn_adapter_params)) {
+                cn::fail(Status::kInvalidArgument, "params: struct_size too small; initialise with cn_adapter_params_init");
+            }
+            p = *params;
+        }
+        cn::AdapterHost* host = model->impl->adapter_host();
+        if (!host) {
+            cn::fail(Status::kUnsupported, std::string(cn::model_kind_name(model->impl->kind())) + " models take no adapters");
+        }
+        cn::AdapterLoadOptions o;
+        if (p.allowed_dir) o.allowed_dir = p.allowed_dir;
+        if (p.max_file_bytes) o.max_file_bytes = p.max_file_bytes;
+        auto handle = std::make_unique<cn_adapter>();
+        handle->a = cn::Adapter::load(path, o, host->targets(), model->impl->options().device, model->impl.get());
+        *out = handle.release();
+    });
+}
+
+void cn_adapter_free(cn_adapter* adapter) { delete adapter; }
+
+void cn_adapter_info_init(cn_adapter_info* info) {
+    if (!info) return;
+    std::memset(info, 0, sizeof(*info));
+    info->struct_size = sizeof(*info);
+}
+
+cn_status cn_adapter_get_info(const cn_adapter* adapter, cn_adapter_info* out, cn_error* err) {
+    return guarded(err, [&] {
+        require(adapter, "adapter");
+        require(out, "out");
+        if (out->struct_size < sizeof(cn_adapter_info)) {
+            cn::fail(Status::kInvalidArgument, "info: struct_size too small; initialise with cn_adapter_info_init");
+        }
+        out->n_targets = adapter->a->n_targets();
+        out->n_patches = adapter->a->patches().size();
+        out->max_rank = adapter->a->max_rank();
+        out->factor_bytes = adapter->a->factor_bytes();
+        out->family = adapter->a->family().c_str();
+    });
+}
+
+cn_status cn_generate_request_add_adapter(cn_generate_request* req, const cn_adapter* adapter, float scale, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        require(adapter, "adapter");
+        if (!std::isfinite(scale)) cn::fail(Status::kInvalidArgument, "scale: must be finite");
+        if (req->r.adapters.size() >= 64) cn::fail(Status::kInvalidArgument, "adapters: at most 64 per request");
+        req->r.adapters.push_back({adapter->a, scale});
+    });
+}
+
+cn_status cn_generate_request_clear_adapters(cn_generate_request* req, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        req->r.adapters.clear();
+    });
+}
+
+void cn_adapter_stats_init(cn_adapter_stats* stats) {
+    if (!stats) return;
+    std::memset(stats, 0, sizeof(*stats));
+    stats->struct_size = sizeof(*stats);
+}
+
+cn_status cn_model_get_adapter_stats(cn_model* model, cn_adapter_stats* out, cn_error* err) {
+    return guarded(err, [&] {
+        require(model, "model");
+        require(out, "out");
+        if (out->struct_size < sizeof(cn_adapter_stats)) {
+            cn::fail(Status::kInvalidArgument, "stats: struct_size too small; initialise with cn_adapter_stats_init");
+        }
+        cn::AdapterHost* host = model->impl->adapter_host();
+        if (!host) {
+            cn::fail(Status::kUnsupported, std::string(cn::model_kind_name(model->impl->kind())) + " models take no adapters");
+        }
+        const cn::AdapterHost::Stats s = host->stats();
+        out->switches = s.switches;
+        out->switch_seconds = s.switch_seconds;
+        out->backup_bytes = s.backup_bytes;
+        out->touched = s.touched;
+    });
+}
+
+}  // extern "C"
