@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
@@ -198,6 +199,16 @@ private:
                                                    std::to_string(m) + " (this model's size multiple)");
             }
         }
+        // RoPE position range (config axes_lens): an image is (height / m) x (width / m) patch positions on axes 1 and 2.
+        const auto& lens = cfg_.dit.axes_lens;
+        for (auto [v, axis, name] : {std::tuple{req.height, 1, "height"}, std::tuple{req.width, 2, "width"}}) {
+            if (v / m > lens[static_cast<size_t>(axis)]) {
+                fail(Status::kInvalidArgument, std::string(name) + ": " + std::to_string(v) + " px is " + std::to_string(v / m) +
+                                                   " patch positions, beyond this model's position range of " +
+                                                   std::to_string(lens[static_cast<size_t>(axis)]) + " (axes_lens[" + std::to_string(axis) +
+                                                   "]: at most " + std::to_string(lens[static_cast<size_t>(axis)] * m) + " px)");
+            }
+        }
         if (req.steps != CN_GENERATE_DEFAULT_STEPS && (req.steps < 1 || req.steps > 1000)) {
             fail(Status::kInvalidArgument, "steps: must be in [1, 1000] or CN_GENERATE_DEFAULT_STEPS");
         }
@@ -219,6 +230,13 @@ private:
             fail(e.status(), std::string(field) + ": " + e.what());
         }
         if (static_cast<int64_t>(ids.size()) > kMaxTextTokens) ids.resize(static_cast<size_t>(kMaxTextTokens));
+        // Caption rows take positions 1 .. padded length on axis 0 and the image the next one: all within axes_lens[0].
+        const int64_t padded = (static_cast<int64_t>(ids.size()) + 31) / 32 * 32;
+        if (padded + 1 >= cfg_.dit.axes_lens[0]) {
+            fail(Status::kInvalidArgument, std::string(field) + ": " + std::to_string(ids.size()) + " tokens (" + std::to_string(padded) +
+                                               " positions once padded) are beyond this model's caption position range (axes_lens[0] = " +
+                                               std::to_string(cfg_.dit.axes_lens[0]) + "); shorten it");
+        }
         return ids;
     }
 

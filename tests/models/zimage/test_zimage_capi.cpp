@@ -214,6 +214,28 @@ TEST_F(ZImageCapi, BadRequestsAreInvalidAndTheModelStaysUsable) {
     EXPECT_NE(err.msg().find("multiple of 16"), std::string::npos) << err.msg();
     std::vector<uint8_t> out(40 * 32 * 3);
     EXPECT_EQ(cn_generate(m, req.r, opts.o, out.data(), out.size(), err.e), CN_STATUS_INVALID_ARGUMENT);
+    // Beyond the RoPE position range (tiny_a's axes_lens [544, 16, 16]: at most 16 patch positions, 256 px a side).
+    ASSERT_EQ(cn_generate_request_set_size(req.r, 32, 272, nullptr), CN_STATUS_OK);
+    EXPECT_EQ(cn_generate_get_size(m, req.r, &bytes, err.e), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(err.msg().find("height: 272 px is 17 patch positions"), std::string::npos) << err.msg();
+    EXPECT_NE(err.msg().find("axes_lens[1]: at most 256 px"), std::string::npos) << err.msg();
+    ASSERT_EQ(cn_generate_request_set_size(req.r, 4096, 16, nullptr), CN_STATUS_OK);
+    EXPECT_EQ(cn_generate_get_size(m, req.r, &bytes, err.e), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(err.msg().find("width: 4096 px"), std::string::npos) << err.msg();
+    // A prompt beyond tiny_b's caption range (axes_lens[0] = 200): INVALID_ARGUMENT naming it, not an index error.
+    {
+        cn_model* b = load("tiny_b");
+        Req long_prompt;
+        std::string words;
+        for (int i = 0; i < 300; ++i) words += "fox ";
+        ASSERT_EQ(cn_generate_request_set_prompt(long_prompt.r, words.c_str(), nullptr, nullptr), CN_STATUS_OK);
+        ASSERT_EQ(cn_generate_request_set_size(long_prompt.r, 16, 16, nullptr), CN_STATUS_OK);
+        std::vector<uint8_t> img(16 * 16 * 3);
+        EXPECT_EQ(cn_generate(b, long_prompt.r, opts.o, img.data(), img.size(), err.e), CN_STATUS_INVALID_ARGUMENT);
+        EXPECT_NE(err.msg().find("prompt: "), std::string::npos) << err.msg();
+        EXPECT_NE(err.msg().find("axes_lens[0] = 200"), std::string::npos) << err.msg();
+    }
+    ASSERT_EQ(cn_generate_request_set_size(req.r, 40, 32, nullptr), CN_STATUS_OK);
     // Invalid UTF-8 in either prompt (negative prompts are encoded only with guidance > 0).
     ASSERT_EQ(cn_generate_request_set_size(req.r, 32, 32, nullptr), CN_STATUS_OK);
     ASSERT_EQ(cn_generate_request_set_prompt(req.r, "bad \xC3\x28 text", nullptr, nullptr), CN_STATUS_OK);
