@@ -1,5 +1,6 @@
 // LoRA adapters: loading one against a model, adding it to a generate request, the model's adapter state.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -16,6 +17,14 @@ using cn::capi::require;
 struct cn_adapter {
     std::shared_ptr<const cn::Adapter> a;
 };
+
+namespace {
+// The structs' sizes in ABI 0.5, which introduced them: fields appended later are read or written only when the
+// caller's struct_size covers them.
+constexpr uint64_t kAdapterParamsSize05 = offsetof(cn_adapter_params, max_file_bytes) + sizeof(uint64_t);
+constexpr uint64_t kAdapterInfoSize05 = offsetof(cn_adapter_info, family) + sizeof(const char*);
+constexpr uint64_t kAdapterStatsSize05 = offsetof(cn_adapter_stats, touched) + sizeof(uint64_t);
+}  // namespace
 
 extern "C" {
 
@@ -34,7 +43,7 @@ cn_status cn_adapter_load(cn_model* model, const char* path, const cn_adapter_pa
         cn_adapter_params p;
         cn_adapter_params_init(&p);
         if (params) {
-            if (params->struct_size < sizeof(cn_adapter_params)) {
+            if (params->struct_size < kAdapterParamsSize05) {
                 cn::fail(Status::kInvalidArgument, "params: struct_size too small; initialise with cn_adapter_params_init");
             }
             p = *params;
@@ -64,14 +73,14 @@ cn_status cn_adapter_get_info(const cn_adapter* adapter, cn_adapter_info* out, c
     return guarded(err, [&] {
         require(adapter, "adapter");
         require(out, "out");
-        if (out->struct_size < sizeof(cn_adapter_info)) {
-            cn::fail(Status::kInvalidArgument, "info: struct_size too small; initialise with cn_adapter_info_init");
-        }
-        out->n_targets = adapter->a->n_targets();
-        out->n_patches = adapter->a->patches().size();
-        out->max_rank = adapter->a->max_rank();
-        out->factor_bytes = adapter->a->factor_bytes();
-        out->family = adapter->a->family().c_str();
+        cn_adapter_info full;
+        cn_adapter_info_init(&full);
+        full.n_targets = adapter->a->n_targets();
+        full.n_patches = adapter->a->patches().size();
+        full.max_rank = adapter->a->max_rank();
+        full.factor_bytes = adapter->a->factor_bytes();
+        full.family = adapter->a->family().c_str();
+        cn::capi::write_prefix(out, full, kAdapterInfoSize05, "info", "cn_adapter_info_init");
     });
 }
 
@@ -102,18 +111,18 @@ cn_status cn_model_get_adapter_stats(cn_model* model, cn_adapter_stats* out, cn_
     return guarded(err, [&] {
         require(model, "model");
         require(out, "out");
-        if (out->struct_size < sizeof(cn_adapter_stats)) {
-            cn::fail(Status::kInvalidArgument, "stats: struct_size too small; initialise with cn_adapter_stats_init");
-        }
         cn::AdapterHost* host = model->impl->adapter_host();
         if (!host) {
             cn::fail(Status::kUnsupported, std::string(cn::model_kind_name(model->impl->kind())) + " models take no adapters");
         }
         const cn::AdapterHost::Stats s = host->stats();
-        out->switches = s.switches;
-        out->switch_seconds = s.switch_seconds;
-        out->backup_bytes = s.backup_bytes;
-        out->touched = s.touched;
+        cn_adapter_stats full;
+        cn_adapter_stats_init(&full);
+        full.switches = s.switches;
+        full.switch_seconds = s.switch_seconds;
+        full.backup_bytes = s.backup_bytes;
+        full.touched = s.touched;
+        cn::capi::write_prefix(out, full, kAdapterStatsSize05, "stats", "cn_adapter_stats_init");
     });
 }
 

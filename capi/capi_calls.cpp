@@ -24,6 +24,10 @@ void run_call(cn_model* model, cn_run_options* opts, F&& f) {
     cn::RunContext local;
     cn::RunContext& run = opts ? opts->ctx : local;
     run.begin();
+    struct Finish {
+        cn::RunContext& run;
+        ~Finish() { run.finish(); }
+    } finish{run};
     run.check();
     f(run);
 }

@@ -2,6 +2,10 @@
 // entry point goes through. Not installed.
 #pragma once
 
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include <memory>
 #include <new>
 #include <string>
@@ -40,6 +44,19 @@ struct cn_generate_request {
 };
 
 namespace cn::capi {
+
+// Copies `full` into a caller's output struct only as far as the caller's struct_size reaches: a caller built
+// against an older header (its struct ends sooner) gets the fields it knows. `min_size` is the struct's size in
+// the ABI that introduced it; smaller is INVALID_ARGUMENT naming `what` and its init function.
+template <class T>
+void write_prefix(T* out, T full, uint64_t min_size, const char* what, const char* init) {
+    if (out->struct_size < min_size) {
+        cn::fail(cn::Status::kInvalidArgument, std::string(what) + ": struct_size too small; initialise with " + init);
+    }
+    const uint64_t caller_size = out->struct_size;
+    std::memcpy(static_cast<void*>(out), &full, static_cast<size_t>(std::min<uint64_t>(caller_size, sizeof(T))));
+    out->struct_size = caller_size;
+}
 
 // Stores status + message in err (if any). Never throws: a failure to copy the message leaves it empty.
 inline cn_status set_error(cn_error* err, cn_status status, const char* message) noexcept {

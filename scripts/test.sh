@@ -46,6 +46,7 @@ if [ "$run_go" = 1 ]; then
     "$CN_ROOT/scripts/go.sh" test -count=1 -run '^TestAbuse' ./server || failed+=("go abuse")
     echo "== go fuzz (request decoding, 15 s)"
     "$CN_ROOT/scripts/go.sh" test -run '^$' -fuzz '^FuzzDecodeForecast$' -fuzztime 15s ./server || failed+=("go fuzz")
+    "$CN_ROOT/scripts/go.sh" test -run '^$' -fuzz '^FuzzDecodeImageRequest$' -fuzztime 10s ./server || failed+=("go fuzz images")
     echo "== go vet (examples/go)"
     CN_GO_DIR="$CN_ROOT/examples/go" "$CN_ROOT/scripts/go.sh" vet ./... || failed+=("go vet")
     echo "== gofmt -l (go, examples/go)"

@@ -331,6 +331,24 @@ CN_API void cn_run_options_reset(cn_run_options* opts);
  * either output may be NULL. */
 CN_API cn_status cn_run_options_get_progress(const cn_run_options* opts, uint64_t* done, uint64_t* total, cn_error* err);
 
+/* Where the last call that used these options spent its time, in milliseconds of host time (a GPU model
+ * synchronises its stream at each phase's end, so a phase holds its device work). Phases a model does not have
+ * are 0; the phases sum to at most total_ms. Fill with cn_call_timings_init first. Read after the call returned
+ * (also after a failed one: the phases reached so far). */
+typedef struct cn_call_timings {
+    uint64_t struct_size; /* set by cn_call_timings_init; do not change */
+    double prepare_ms;    /* checks and tokenizing */
+    double adapters_ms;   /* waiting for and switching to the request's adapter set (~0 when the weights held it) */
+    double text_ms;       /* the text encoder (Z-Image: the prompt and, with guidance, the negative prompt) */
+    double denoise_ms;    /* the denoising steps, initial noise included */
+    double decode_ms;     /* the VAE decoder and the copy of the pixels to the caller's buffer */
+    double total_ms;      /* the whole call */
+} cn_call_timings;
+
+CN_API void cn_call_timings_init(cn_call_timings* timings);
+/* Statuses: INVALID_ARGUMENT (NULL opts/out, struct_size too small). Not while a call uses the options. */
+CN_API cn_status cn_run_options_get_timings(const cn_run_options* opts, cn_call_timings* out, cn_error* err);
+
 /* ===================================================================================================== */
 /* Forecasting (Chronos-2, Kronos)                                                                       */
 /* ===================================================================================================== */
@@ -530,7 +548,7 @@ CN_API cn_status cn_generate_request_set_lora(cn_generate_request* req, const ch
 typedef struct cn_adapter cn_adapter;
 
 typedef struct cn_adapter_params {
-    size_t struct_size;
+    uint64_t struct_size;
     /* NULL: the path is trusted as given. Otherwise the file, with symlinks and ".." resolved, must lie under this
      * directory (resolved the same way): INVALID_ARGUMENT otherwise. */
     const char* allowed_dir;
@@ -546,7 +564,7 @@ CN_API cn_status cn_adapter_load(cn_model* model, const char* path, const cn_ada
 CN_API void cn_adapter_free(cn_adapter* adapter);
 
 typedef struct cn_adapter_info {
-    size_t struct_size;
+    uint64_t struct_size;
     uint64_t n_targets; /* the model's weights it changes */
     uint64_t n_patches; /* patches (a fused qkv module is three) */
     int64_t max_rank;
@@ -564,7 +582,7 @@ CN_API cn_status cn_generate_request_add_adapter(cn_generate_request* req, const
 CN_API cn_status cn_generate_request_clear_adapters(cn_generate_request* req, cn_error* err);
 
 typedef struct cn_adapter_stats {
-    size_t struct_size;
+    uint64_t struct_size;
     uint64_t switches;     /* adapter sets fused into the weights (a restore to none counts) */
     double switch_seconds; /* host time those switches took, in total */
     uint64_t backup_bytes; /* the kept originals of every weight an adapter has touched */

@@ -271,6 +271,95 @@ type LoRACandidate struct {
 	NegativeSimilarity float64 `json:"negative_similarity"`
 }
 
+// LoRAList is the 200 body of GET /v1/loras: the catalog in service, never its files' paths.
+type LoRAList struct {
+	Object    string     `json:"object"`    // "list"
+	Threshold float64    `json:"threshold"` // the score "auto" needs to apply an adapter
+	Data      []LoRAInfo `json:"data"`
+}
+
+// LoRAInfo is one adapter of the catalog. Model, Format, Rank and Targets are set when an image model holds the
+// adapter (the server runs with -lora-dir and an image model); without, the catalog serves search only.
+type LoRAInfo struct {
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`   // what the style is for (the catalog's "positive")
+	TriggerWords []string `json:"trigger_words"` // the catalog's keywords
+	DefaultScale float64  `json:"default_scale"` // the scale a request naming it without one applies
+	Model        string   `json:"model,omitempty"`
+	Format       string   `json:"format,omitempty"`  // the key family recognised ("diffusers/peft", "kohya", ...)
+	Rank         int64    `json:"rank,omitempty"`    // the largest rank of its patches
+	Targets      uint64   `json:"targets,omitempty"` // model weights it changes
+}
+
+// ImageRequest is the body of POST /v1/images/generations: OpenAI's fields, and Z-Image's and cutenative's own.
+// OpenAI's quality, style, background, moderation, output_compression and user are accepted and ignored.
+type ImageRequest struct {
+	Prompt            string         `json:"prompt"`
+	Model             string         `json:"model,omitempty"`
+	N                 int            `json:"n,omitempty"`    // images, seeds seed .. seed+n-1; default 1
+	Size              string         `json:"size,omitempty"` // "WIDTHxHEIGHT" or "auto" (1024x1024)
+	ResponseFormat    string         `json:"response_format,omitempty"`
+	OutputFormat      string         `json:"output_format,omitempty"`
+	Stream            bool           `json:"stream,omitempty"`
+	StreamOptions     *StreamOptions `json:"stream_options,omitempty"`
+	NegativePrompt    *string        `json:"negative_prompt,omitempty"`
+	NumInferenceSteps int            `json:"num_inference_steps,omitempty"` // 0: the model's default
+	GuidanceScale     *float64       `json:"guidance_scale,omitempty"`      // nil: the model's default
+	Seed              *int64         `json:"seed,omitempty"`                // nil or negative: drawn and echoed
+	// LoRA is "auto", "none", a catalog name, {"name", "scale"} or a list of names and objects (json.RawMessage
+	// or any value that encodes as one of those); nil: the server's -lora-default.
+	LoRA         any      `json:"lora,omitempty"`
+	LoRAScale    *float64 `json:"lora_scale,omitempty"`     // the scale of adapters named without one, auto's included
+	LoRAMax      *int     `json:"lora_max,omitempty"`       // auto: at most this many adapters (default 1)
+	LoRAMinScore *float64 `json:"lora_min_score,omitempty"` // auto: this threshold instead of the catalog's
+}
+
+// StreamOptions is the image request's stream_options.
+type StreamOptions struct {
+	IncludeProgress bool `json:"include_progress"` // per-step progress events
+}
+
+// ImagesResponse is the 200 JSON body of POST /v1/images/generations.
+type ImagesResponse struct {
+	Created      int64       `json:"created"`
+	OutputFormat string      `json:"output_format"` // "png"
+	Size         string      `json:"size"`
+	Data         []ImageData `json:"data"`
+	Cutenative   ImageFacts  `json:"cutenative"`
+}
+
+// ImageData is one image: its PNG in base64 and the seed that made it.
+type ImageData struct {
+	B64JSON string `json:"b64_json"`
+	Seed    int64  `json:"seed"`
+}
+
+// ImageFacts is cutenative's own account of an image answer (the JSON's "cutenative" object, the PNG answer's
+// X-Cutenative header, and each streamed image's).
+type ImageFacts struct {
+	Model         string             `json:"model"`
+	Steps         int                `json:"steps"`
+	GuidanceScale float64            `json:"guidance_scale"`
+	Seeds         []int64            `json:"seeds"`
+	LoRA          LoRADecision       `json:"lora"`
+	Timings       map[string]float64 `json:"timings_ms,omitempty"` // queue, route, prepare, adapters, text, denoise, decode, generate, encode, total
+}
+
+// LoRADecision is what a request asked of the adapters, what the router found and what was applied.
+type LoRADecision struct {
+	Mode       string          `json:"mode"`     // auto, explicit or none
+	Decision   string          `json:"decision"` // routed, abstained, explicit or none
+	Applied    []AppliedLoRA   `json:"applied"`
+	Candidates []LoRACandidate `json:"candidates,omitempty"` // auto: every candidate's score, best first
+	Threshold  *float64        `json:"threshold,omitempty"`  // auto: the score an adapter had to reach
+}
+
+// AppliedLoRA is an adapter applied with its scale.
+type AppliedLoRA struct {
+	Name  string  `json:"name"`
+	Scale float64 `json:"scale"`
+}
+
 // ErrorResponse is the body of every non-200 answer.
 type ErrorResponse struct {
 	Error Error `json:"error"`

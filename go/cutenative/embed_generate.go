@@ -130,6 +130,29 @@ type GenerateOptions struct {
 type Image struct {
 	Width, Height int
 	Pix           []byte
+	// Timings is where the call that made the image spent its time.
+	Timings Timings
+}
+
+// Timings is where one call spent its time, in milliseconds (cn_call_timings): the phases a model does not have
+// are 0, and on a GPU each phase holds its device work.
+type Timings struct {
+	Prepare  float64 `json:"prepare"`  // checks and tokenizing
+	Adapters float64 `json:"adapters"` // waiting for and switching to the request's adapter set
+	Text     float64 `json:"text"`     // the text encoder
+	Denoise  float64 `json:"denoise"`  // the denoising steps
+	Decode   float64 `json:"decode"`   // the VAE decoder and the pixels' copy
+	Total    float64 `json:"total"`    // the whole library call
+}
+
+func readTimings(o *C.cn_run_options) Timings {
+	var t C.cn_call_timings
+	C.cn_call_timings_init(&t)
+	if C.cn_run_options_get_timings(o, &t, nil) != C.CN_STATUS_OK {
+		return Timings{}
+	}
+	return Timings{Prepare: float64(t.prepare_ms), Adapters: float64(t.adapters_ms), Text: float64(t.text_ms),
+		Denoise: float64(t.denoise_ms), Decode: float64(t.decode_ms), Total: float64(t.total_ms)}
 }
 
 // ToNRGBA copies the image into an opaque *image.NRGBA (what image/png encodes).
@@ -250,6 +273,25 @@ func (m *Model) Generate(ctx context.Context, req *GenerateRequest) (*Image, err
 	return m.GenerateWithOptions(ctx, req, nil)
 }
 
+// CheckGenerate checks req against m as Generate would before any work (sizes, the model's position range,
+// prompts, adapters) and returns the image's size in bytes: a server refuses a bad request with the library's
+// message before queueing it.
+func (m *Model) CheckGenerate(req *GenerateRequest) (int, error) {
+	if req == nil {
+		return 0, invalidGenerate("request is nil")
+	}
+	r, _, _, err := buildGenerateRequest(req)
+	if err != nil {
+		return 0, err
+	}
+	defer C.cn_generate_request_free(r)
+	var n C.size_t
+	err = m.with(func(p *C.cn_model) error {
+		return call("Generate", func(e *C.cn_error) C.cn_status { return C.cn_generate_get_size(p, r, &n, e) })
+	})
+	return int(n), err
+}
+
 // GenerateWithOptions is Generate with per-call options (progress reports); opts may be nil.
 func (m *Model) GenerateWithOptions(ctx context.Context, req *GenerateRequest, opts *GenerateOptions) (*Image, error) {
 	if req == nil {
@@ -280,15 +322,18 @@ func (m *Model) GenerateWithOptions(ctx context.Context, req *GenerateRequest, o
 			return &Error{Op: "Generate", Status: StatusInternal, Message: fmt.Sprintf("image of %d bytes for %dx%d RGB8", uint64(n), w, h)}
 		}
 		pix := make([]byte, int(n))
+		var timings Timings
 		if err := runWithProgress(ctx, "Generate", opts.Progress, every, func(o *C.cn_run_options, e *C.cn_error) C.cn_status {
 			if st := C.cn_run_options_set_seed(o, C.uint64_t(req.Seed), e); st != C.CN_STATUS_OK {
 				return st
 			}
-			return C.cn_generate(p, r, o, (*C.uint8_t)(unsafe.Pointer(&pix[0])), n, e)
+			st := C.cn_generate(p, r, o, (*C.uint8_t)(unsafe.Pointer(&pix[0])), n, e)
+			timings = readTimings(o)
+			return st
 		}); err != nil {
 			return err
 		}
-		img = &Image{Width: w, Height: h, Pix: pix}
+		img = &Image{Width: w, Height: h, Pix: pix, Timings: timings}
 		return nil
 	})
 	if err != nil {

@@ -18,10 +18,11 @@ import (
 // blocks or drops them: requests in flight finish on the router they started with. A reload that fails
 // keeps the previous router. Safe for concurrent use.
 type Registry struct {
-	path string
-	emb  Embedder
-	log  *slog.Logger
-	cur  atomic.Pointer[Router]
+	path   string
+	emb    Embedder
+	log    *slog.Logger
+	attach func(ctx context.Context, cat *Catalog) (any, error) // nil: none
+	cur    atomic.Pointer[Router]
 
 	mu      sync.Mutex        // serialises reloads
 	seen    fileStamp         // the file version last read, successfully or not (guarded by mu)
@@ -54,13 +55,22 @@ type RegistryStats struct {
 // NewRegistry loads the catalog at path and embeds it with emb; the first load must succeed. log may be
 // nil (slog.Default()).
 func NewRegistry(ctx context.Context, path string, emb Embedder, log *slog.Logger) (*Registry, error) {
+	return NewRegistryWith(ctx, path, emb, log, nil)
+}
+
+// NewRegistryWith is NewRegistry with attach, called on every catalog about to be put in service (the first and
+// each reload): what it returns is kept with the catalog's router (Router.Attachment), and its error refuses the
+// catalog (a reload then keeps the previous one). A server loads and validates the catalog's adapter files
+// there, so that a catalog naming a broken file never replaces a working one.
+func NewRegistryWith(ctx context.Context, path string, emb Embedder, log *slog.Logger,
+	attach func(ctx context.Context, cat *Catalog) (any, error)) (*Registry, error) {
 	if emb == nil {
 		return nil, errors.New("lora: no embedder")
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &Registry{path: path, emb: emb, log: log}
+	g := &Registry{path: path, emb: emb, log: log, attach: attach}
 	if err := g.load(ctx, false); err != nil {
 		return nil, err
 	}
@@ -143,6 +153,11 @@ func (g *Registry) load(ctx context.Context, watching bool) error {
 		// these bytes again, even unchanged.
 		g.hasSum = false
 		return g.fail(err)
+	}
+	if g.attach != nil {
+		if r.attachment, err = g.attach(ctx, cat); err != nil {
+			return g.fail(fmt.Errorf("%s: %w", g.path, err))
+		}
 	}
 	g.cur.Store(r)
 	g.reloads.Add(1)

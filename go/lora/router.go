@@ -84,6 +84,8 @@ type Router struct {
 	eMax    float64   // max_i |c_i - s*round(c_i/s)|_2, the largest quantisation error (rounded up)
 	cMax    float64   // max_i |c_i|_2 (rounded up)
 	scratch sync.Pool // *screenScratch
+
+	attachment any // set by a Registry before the router is published (NewRegistryWith)
 }
 
 // NewRouter embeds the catalog's positive and negative descriptions (in batches, checking ctx between
@@ -226,6 +228,9 @@ func (r *Router) buildScreen() {
 	n := r.n
 	r.scratch.New = func() any { return &screenScratch{dots: make([]int32, n)} }
 }
+
+// Attachment is what the registry's attach function returned for this router's catalog (nil: none).
+func (r *Router) Attachment() any { return r.attachment }
 
 // Catalog returns the catalog the router was built from (do not modify it).
 func (r *Router) Catalog() *Catalog { return r.cat }

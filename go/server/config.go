@@ -49,8 +49,21 @@ type Config struct {
 	LongQueue int
 	LongSlots int // 0: one less than the Go scheduler's CPUs, at least 1
 
+	// Images (POST /v1/images/generations): per request at most MaxImages images of at most MaxImagePixels pixels
+	// each and MaxImageSteps denoising steps; the compute estimate and the deadline bound the product.
+	MaxImages      int
+	MaxImagePixels int64
+	MaxImageSteps  int
+
 	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
 	LoRACatalog string // catalog file (go/lora format); reload with LoRAs().Reload / Watch
+	// LoRADir is where the catalog's adapter files ("path") resolve: with an image model, every entry's file is
+	// loaded and validated against it when the catalog loads (a reload that fails keeps the previous catalog); ""
+	// leaves adapters off (the catalog serves search only).
+	LoRADir string
+	// LoRADefault is what an image request without "lora" gets: "none" or "auto".
+	LoRADefault string
+	MaxLoRAs    int // adapters per image request
 	// EmbedModel is a sentence-embedding model directory served as EmbedModelName ("": "embedding"): POST
 	// /v1/embeddings' default model, and the one LoRA search embeds with; required with LoRACatalog.
 	EmbedModel     string
@@ -95,6 +108,21 @@ var configSettings = []settings.Setting[Config]{
 		"bytes all requests in flight may hold: their decoded bodies (counted while they are read) and their answers "+
 			"(estimated before the model runs); beyond, 429 (413 for a request that alone needs more)",
 		func(c *Config) *int64 { return &c.MaxInflightBytes }),
+	settings.Int("max-images", "CUTENATIVE_MAX_IMAGES", 4, 1, "images per request (n)",
+		func(c *Config) *int { return &c.MaxImages }),
+	settings.Int("max-image-pixels", "CUTENATIVE_MAX_IMAGE_PIXELS", int64(2048*2048), 1, "width x height of one image",
+		func(c *Config) *int64 { return &c.MaxImagePixels }),
+	settings.Int("max-image-steps", "CUTENATIVE_MAX_IMAGE_STEPS", 100, 1, "denoising steps of one image",
+		func(c *Config) *int { return &c.MaxImageSteps }),
+	settings.Int("max-loras", "CUTENATIVE_MAX_LORAS", 3, 1, "LoRA adapters one image request may apply at once",
+		func(c *Config) *int { return &c.MaxLoRAs }),
+	settings.String("lora-default", "CUTENATIVE_LORA_DEFAULT", "none",
+		`what an image request without "lora" gets: none, or auto (the catalog's router picks one, or none below its threshold)`,
+		settings.OneOf("none", "auto"), func(c *Config) *string { return &c.LoRADefault }),
+	settings.String("lora-dir", "CUTENATIVE_LORA_DIR", "",
+		"directory the LoRA catalog's adapter files resolve in (no file outside it is read): with an image model, each "+
+			"entry's file is loaded and checked against the model when the catalog loads; \"\": adapters off (search only)",
+		nil, func(c *Config) *string { return &c.LoRADir }),
 	settings.Int("max-call-bytes", "CUTENATIVE_MAX_CALL_BYTES", int64(2<<30), 1<<20,
 		"estimated working memory of one library call (activations, KV caches, sample buffers), checked before it runs",
 		func(c *Config) *int64 { return &c.MaxCallBytes }),

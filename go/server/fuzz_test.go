@@ -77,3 +77,59 @@ func FuzzDecodeForecast(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeImageRequest feeds arbitrary bodies to the image request decoder and its checks (what runs before the
+// library sees a request): they must never panic, refuse only with a 400 apiError naming something, and a request
+// they accept must respect every limit.
+func FuzzDecodeImageRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt": "a lighthouse", "size": "1024x1024", "n": 2, "seed": 7}`,
+		`{"prompt": "x", "width": 512, "height": 768, "num_inference_steps": 8, "guidance_scale": 0, "negative_prompt": "blur"}`,
+		`{"prompt": "x", "lora": "auto", "lora_max": 2, "lora_min_score": 0.2, "lora_scale": 0.5}`,
+		`{"prompt": "x", "lora": ["a", {"name": "b", "scale": 0.3}], "stream": true, "stream_options": {"include_progress": true}}`,
+		`{"prompt": "x", "lora": null, "response_format": "b64_json", "output_format": "png", "quality": "hd", "user": null}`,
+		`{"prompt": "x", "size": "100000x100000"}`,
+		`{"prompt": "x", "size": "-16x16"}`,
+		`{"prompt": "x", "n": 1e9}`,
+		`{"prompt": "x", "lora": [[]]}`,
+		`{"prompt": "x", "lora": {"name": ""}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	s := &Server{cfg: Config{MaxImages: 4, MaxImagePixels: 2048 * 2048, MaxImageSteps: 100, MaxLoRAs: 3}}
+	m := &servedModel{name: "zimage"}
+	m.info.ImageSizeMultiple, m.info.DefaultSteps = 16, 8
+	lim := limits{MaxSeries: 64, MaxSeriesLen: 4096, MaxHorizon: 4096}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := newDecoder(bytes.NewReader(data), newByteBudget(1<<30).open(), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := decodeImageRequest(d, s.cfg.MaxLoRAs)
+		if err != nil {
+			err = decodeError(err)
+		} else if e := s.checkImageRequest(m, req); e != nil {
+			err = e
+		}
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Message == "" {
+				t.Fatalf("refusal %v is not a 400 apiError", err)
+			}
+			return
+		}
+		if req.N < 1 || req.N > 4 || req.Width < 16 || req.Height < 16 || req.Width%16 != 0 || req.Height%16 != 0 ||
+			int64(req.Width)*int64(req.Height) > 2048*2048 || req.Steps < 0 || req.Steps > 100 {
+			t.Fatalf("accepted out of limits: %+v", req)
+		}
+		if req.Guidance != nil && !(*req.Guidance >= 0 && *req.Guidance <= 100) {
+			t.Fatalf("guidance %v accepted", *req.Guidance)
+		}
+		if req.LoRA != nil && len(req.LoRA.items) > 3 {
+			t.Fatalf("%d adapters accepted", len(req.LoRA.items))
+		}
+		if w := imageWork(m, req.Width, req.Height, max(req.Steps, 1), req.N); w.passes < 1 || w.units < w.passes {
+			t.Fatalf("work %+v", w)
+		}
+	})
+}

@@ -24,7 +24,7 @@ func (s *Server) loadLoRAs(ctx context.Context) error {
 	if e != nil {
 		return e
 	}
-	reg, err := lora.NewRegistry(ctx, s.cfg.LoRACatalog, embedFunc(m.embed), s.logger())
+	reg, err := lora.NewRegistryWith(ctx, s.cfg.LoRACatalog, embedFunc(m.embed), s.logger(), s.attachAdapters)
 	if err != nil {
 		return err
 	}
@@ -139,4 +139,34 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 // queryError turns lora.ErrInvalidQuery into a 400 naming the field.
 func queryError(err error) *apiError {
 	return badRequest(strings.TrimPrefix(err.Error(), lora.ErrInvalidQuery.Error()+": "))
+}
+
+// handleLoRAList answers the catalog in service: every entry with, when an image model holds its adapter, the
+// adapter's rank and targets.
+func (s *Server) handleLoRAList(w http.ResponseWriter, r *http.Request) *apiError {
+	reg := s.loras.Load()
+	if reg == nil {
+		if s.cfg.LoRACatalog == "" {
+			return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no LoRA catalog is configured (-lora-catalog)"}
+		}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the LoRA catalog is loading"}
+	}
+	router := reg.Router()
+	adapters, _ := router.Attachment().(*catalogAdapters)
+	cat := router.Catalog()
+	out := api.LoRAList{Object: "list", Threshold: cat.Threshold, Data: make([]api.LoRAInfo, 0, len(cat.Entries))}
+	for _, e := range cat.Entries {
+		info := api.LoRAInfo{Name: e.Name, Description: e.Positive, TriggerWords: e.Triggers, DefaultScale: e.Scale}
+		if info.TriggerWords == nil {
+			info.TriggerWords = []string{}
+		}
+		if adapters != nil {
+			if a := adapters.byName[e.Name]; a != nil {
+				ai := a.Info()
+				info.Model, info.Format, info.Rank, info.Targets = adapters.model, ai.Family, ai.MaxRank, ai.Targets
+			}
+		}
+		out.Data = append(out.Data, info)
+	}
+	return s.writeJSON(w, http.StatusOK, out)
 }

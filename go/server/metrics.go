@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cutenative/cutenative/go/cutenative"
 	"github.com/cutenative/cutenative/go/lora"
 )
 
@@ -81,6 +82,8 @@ type metrics struct {
 	loraRouteSeconds          *histogram
 	loraSelected, loraNoMatch atomic.Uint64
 	loras                     func() *lora.Registry // the catalog's stats; nil func or registry: none
+	// adapterStats reports each image model's adapter state at scrape time (nil: none).
+	adapterStats func(report func(model string, st cutenative.AdapterStats))
 
 	buildLabels string    // cutenative_build_info's labels
 	started     time.Time // process_start_time_seconds (the server's creation: close enough, and testable)
@@ -117,14 +120,29 @@ type modelMetrics struct {
 	info     string            // cutenative_model_info's labels
 	requests map[string]uint64 // status class ("2xx", "4xx", "5xx") -> requests (under metrics.mu)
 	series   uint64            // series in requests answered 2xx (under metrics.mu)
+	// Image models (under metrics.mu): images made, their denoising steps and the seconds those steps took.
+	images, steps  uint64
+	denoiseSeconds float64
+	generates      bool
 }
 
-// model registers a loaded model's info labels.
-func (m *metrics) model(name, kind, device, dtype, mode string) {
+// countImages records one image made by model: its steps and their seconds.
+func (m *metrics) countImages(name string, images, steps int, denoiseSeconds float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mm := m.models[name]; mm != nil {
+		mm.images += uint64(images)
+		mm.steps += uint64(steps)
+		mm.denoiseSeconds += denoiseSeconds
+	}
+}
+
+// model registers a loaded model's info labels (generates: an image model, whose image series are written).
+func (m *metrics) model(name, kind, device, dtype, mode string, generates bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.models[name] = &modelMetrics{info: fmt.Sprintf("model=%q,kind=%q,device=%q,dtype=%q,mode=%q", name, kind, device, dtype, mode),
-		requests: map[string]uint64{}}
+		requests: map[string]uint64{}, generates: generates}
 }
 
 // countModel records a request answered for a configured model: its status class and, for a 2xx, its series.
@@ -243,6 +261,22 @@ func (m *metrics) write(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "cutenative_model_series_total{model=%q} %d\n", n, m.models[n].series)
 	}
+	for _, c := range []struct {
+		name, help string
+		of         func(mm *modelMetrics) string
+	}{
+		{"cutenative_images_total", "Images made per image model.", func(mm *modelMetrics) string { return strconv.FormatUint(mm.images, 10) }},
+		{"cutenative_image_steps_total", "Denoising steps run per image model.", func(mm *modelMetrics) string { return strconv.FormatUint(mm.steps, 10) }},
+		{"cutenative_image_denoise_seconds_total", "Seconds those steps took (steps per second: the rate of the steps over the rate of this).",
+			func(mm *modelMetrics) string { return formatFloat(mm.denoiseSeconds) }},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", c.name, c.help, c.name)
+		for _, n := range names {
+			if mm := m.models[n]; mm.generates {
+				fmt.Fprintf(w, "%s{model=%q} %s\n", c.name, n, c.of(mm))
+			}
+		}
+	}
 	keys := make([][2]string, 0, len(m.requests))
 	for k := range m.requests {
 		keys = append(keys, k)
@@ -295,6 +329,23 @@ func (m *metrics) write(w io.Writer) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", h.name, h.help, h.name)
 		for _, q := range queues {
 			h.of(q).writeSeries(w, h.name, q.labels)
+		}
+	}
+	if m.adapterStats != nil {
+		var lines [4]strings.Builder
+		m.adapterStats(func(model string, st cutenative.AdapterStats) {
+			fmt.Fprintf(&lines[0], "cutenative_adapter_switches_total{model=%q} %d\n", model, st.Switches)
+			fmt.Fprintf(&lines[1], "cutenative_adapter_switch_seconds_total{model=%q} %s\n", model, formatFloat(st.SwitchSeconds))
+			fmt.Fprintf(&lines[2], "cutenative_adapter_backup_bytes{model=%q} %d\n", model, st.BackupBytes)
+			fmt.Fprintf(&lines[3], "cutenative_adapter_touched_weights{model=%q} %d\n", model, st.Touched)
+		})
+		for i, h := range [][3]string{
+			{"cutenative_adapter_switches_total", "counter", "Adapter sets fused into an image model's weights (a restore to none counts)."},
+			{"cutenative_adapter_switch_seconds_total", "counter", "Seconds those switches took."},
+			{"cutenative_adapter_backup_bytes", "gauge", "Bytes of the kept original weights (what restores them bit for bit)."},
+			{"cutenative_adapter_touched_weights", "gauge", "Weights the adapter set in the weights now changes."},
+		} {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s", h[0], h[2], h[0], h[1], lines[i].String())
 		}
 	}
 	fmt.Fprintf(w, "# HELP cutenative_lora_searches_total LoRA searches answered, by whether a LoRA was selected.\n# TYPE cutenative_lora_searches_total counter\n")

@@ -123,6 +123,8 @@ func TestOpenAPIResponsesMatchGoTypes(t *testing.T) {
 		"ModelList":          api.ModelList{},
 		"EmbeddingResponse":  api.EmbeddingResponse{},
 		"LoRASearchResponse": api.LoRASearchResponse{},
+		"LoRAList":           api.LoRAList{},
+		"ImagesResponse":     api.ImagesResponse{},
 		"Error":              api.ErrorResponse{},
 	}
 	components := doc["components"].(map[string]any)

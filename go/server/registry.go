@@ -178,6 +178,8 @@ func (s *Server) calibrate(ctx context.Context, sm *servedModel) error {
 		small, large = sm.fc.probes()
 	case sm.embed != nil && sm.model != nil:
 		small, large = embedProbes(sm)
+	case sm.caps&capGenerate != 0 && sm.model != nil:
+		small, large = generateProbes(sm)
 	default:
 		sm.cost = fixedCost
 		return nil

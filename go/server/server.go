@@ -43,6 +43,10 @@ type Server struct {
 	loras atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
 
 	endpointNames map[string]string // route pattern -> its name in metrics (set by Handler)
+
+	// imageCancelled, when set (tests), hears of each image call its request cancelled: the steps done when the
+	// cancellation came, when the call ended, and in all.
+	imageCancelled func(atCancel, atEnd, total uint64)
 }
 
 const (
@@ -79,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.MaxInflightPerKey = max(1, cfg.MaxInflight/2)
 	}
 	s.metrics.loras = s.LoRAs
+	s.metrics.adapterStats = s.adapterStats
 	s.metrics.bytes = s.bytes
 	for _, k := range cfg.APIKeys {
 		if k == "" {
@@ -154,7 +159,7 @@ func (s *Server) add(m *servedModel) {
 	}
 	s.lanes(m)
 	s.models[m.name] = m
-	s.metrics.model(m.name, m.kind, m.info.Device, m.info.DType, m.info.Mode)
+	s.metrics.model(m.name, m.kind, m.info.Device, m.info.DType, m.info.Mode, m.caps&capGenerate != 0)
 }
 
 // Drain makes /readyz answer 503 so load balancers stop sending traffic; in-flight requests go on.
@@ -193,6 +198,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/models", s.endpoint("models", s.handleModels), "models"},
 		{"POST", "/v1/embeddings", s.endpoint("embeddings", s.handleEmbeddings), "embeddings"},
 		{"POST", "/v1/loras/search", s.endpoint("lora_search", s.handleLoRASearch), "lora_search"},
+		{"GET", "/v1/loras", s.endpoint("loras", s.handleLoRAList), "loras"},
+		{"POST", "/v1/images/generations", s.endpoint("images", s.handleImages), "images"},
 		{"GET", "/livez", func(w http.ResponseWriter, r *http.Request) {
 			writeJSONStatic(w, http.StatusOK, map[string]string{"status": "ok"})
 		}, "livez"},

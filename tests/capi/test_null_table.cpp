@@ -55,6 +55,11 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
     cn_adapter_info_init(&ainfo);
     cn_adapter_stats astats;
     cn_adapter_stats_init(&astats);
+    cn_call_timings timings;
+    cn_call_timings_init(&timings);
+    cn_call_timings small_timings;
+    cn_call_timings_init(&small_timings);
+    small_timings.struct_size = 8;
 
     const auto INV = CN_STATUS_INVALID_ARGUMENT;
     const std::vector<Case> cases = {
@@ -201,6 +206,9 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
         {"cn_generate_request_add_adapter", [&](cn_error* e) { return cn_generate_request_add_adapter(nullptr, nullptr, 1, e); }, INV},
         {"cn_generate_request_clear_adapters", [](cn_error* e) { return cn_generate_request_clear_adapters(nullptr, e); }, INV},
         {"cn_model_get_adapter_stats", [&](cn_error* e) { return cn_model_get_adapter_stats(nullptr, &astats, e); }, INV},
+        {"cn_run_options_get_timings", [&](cn_error* e) { return cn_run_options_get_timings(nullptr, &timings, e); }, INV},
+        {"cn_run_options_get_timings", [&](cn_error* e) { return cn_run_options_get_timings(opts, nullptr, e); }, INV},
+        {"cn_run_options_get_timings", [&](cn_error* e) { return cn_run_options_get_timings(opts, &small_timings, e); }, INV},
     };
 
     cn_error* err = nullptr;
@@ -240,6 +248,7 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
     cn_adapter_params_init(nullptr);
     cn_adapter_info_init(nullptr);
     cn_adapter_stats_init(nullptr);
+    cn_call_timings_init(nullptr);
     cn_abi_version(nullptr, nullptr);
     EXPECT_STREQ(cn_status_name(static_cast<cn_status>(999)), "UNKNOWN");
     EXPECT_STREQ(cn_device_type_name(static_cast<cn_device_type>(-1)), "unknown");

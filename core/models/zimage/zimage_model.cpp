@@ -12,6 +12,7 @@
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/round.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "core/common/status.h"
 #include "core/format/checkpoint.h"
@@ -107,6 +108,7 @@ public:
         if (cfg) neg_ids = tokens(req.negative_prompt.value_or(""), "negative_prompt");
         run.set_total(static_cast<uint64_t>(steps));
         run.check();
+        run.mark(RunContext::kPrepare);
         // The transformer's weights hold the request's adapters (none: the weights as loaded) until the call ends.
         std::vector<AdapterUse> set = req.adapters;
         if (!req.lora_path.empty()) {
@@ -114,6 +116,7 @@ public:
                 {Adapter::load(req.lora_path, AdapterLoadOptions{}, adapters_->targets(), options_.device, this), req.lora_scale});
         }
         const AdapterHost::Lease lease = adapters_->hold(set, run);
+        end_phase(run, RunContext::kAdapters);
 
         // Text: hidden_states[-2] of the valid tokens; positive first, negative second (the pipeline's batch order).
         const auto dev = options_.device;
@@ -125,6 +128,7 @@ public:
             trace->pos_embeds = caps[0].to(at::kCPU, at::kFloat);
             if (cfg) trace->neg_embeds = caps[1].to(at::kCPU, at::kFloat);
         }
+        end_phase(run, RunContext::kText);
         const ZImageDit::Captions captions = dit_->embed_captions(caps);
         // With CFG, a step that cfg_truncation leaves unguided runs the positive prompt alone (a batch of one, as
         // the pipeline does): its refined captions are made when first needed.
@@ -178,6 +182,7 @@ public:
             run.advance();
         }
         run.check();
+        end_phase(run, RunContext::kDenoise);
 
         // Decode: the pipeline casts to the VAE's dtype and un-scales in it; postprocess denormalises in it too.
         at::Tensor z = latents.to(dtype);
@@ -188,9 +193,17 @@ public:
         // numpy: (x * 255).round() in fp32 (half to even), then uint8.
         const at::Tensor rgb = at::round(img.to(at::kCPU).permute({0, 2, 3, 1}).to(at::kFloat) * 255).to(at::kByte).contiguous();
         std::memcpy(out, rgb.const_data_ptr<uint8_t>(), bytes);
+        run.mark(RunContext::kDecode);
     }
 
 private:
+    // Ends a phase with its device work: a GPU model waits for its stream first (three waits per image).
+    void end_phase(RunContext& run, RunContext::Phase p) const {
+        const c10::Device dev = options_.device;
+        if (!dev.is_cpu()) c10::impl::VirtualGuardImpl(dev.type()).getStream(dev).synchronize();
+        run.mark(p);
+    }
+
     void check(const GenerateRequest& req) const {
         const int64_t m = cfg_.size_multiple();
         for (auto [v, name] : {std::pair{req.width, "width"}, std::pair{req.height, "height"}}) {

@@ -106,6 +106,16 @@ TEST_F(ZImageCapi, EveryFixtureCaseMatchesTheReferenceImage) {
         ASSERT_EQ(cn_run_options_get_progress(opts.o, &done, &total, nullptr), CN_STATUS_OK);
         EXPECT_EQ(total, c["steps"].get<uint64_t>());
         EXPECT_EQ(done, total);
+        // Where the call's time went: every phase Z-Image has ran, none is negative, and they fit in the call.
+        cn_call_timings t;
+        cn_call_timings_init(&t);
+        ASSERT_EQ(cn_run_options_get_timings(opts.o, &t, nullptr), CN_STATUS_OK);
+        EXPECT_GT(t.text_ms, 0.0);
+        EXPECT_GT(t.denoise_ms, 0.0);
+        EXPECT_GT(t.decode_ms, 0.0);
+        EXPECT_GE(t.prepare_ms, 0.0);
+        EXPECT_GE(t.adapters_ms, 0.0);
+        EXPECT_LE(t.prepare_ms + t.adapters_ms + t.text_ms + t.denoise_ms + t.decode_ms, t.total_ms);
     }
 }
 
