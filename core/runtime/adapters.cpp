@@ -10,11 +10,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <optional>
 
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "core/common/status.h"
 #include "core/format/lora_keys.h"
@@ -196,7 +200,6 @@ void AdapterHost::restore_all() {
 
 void AdapterHost::switch_to(const std::vector<AdapterUse>& set) {
     const auto t0 = std::chrono::steady_clock::now();
-    restore_all();
     // The targets in the order their first patch comes, each with its patches in set order.
     std::vector<std::string> order;
     std::map<std::string, std::vector<std::pair<const Adapter::Patch*, double>>> by_target;
@@ -207,6 +210,19 @@ void AdapterHost::switch_to(const std::vector<AdapterUse>& set) {
             list.emplace_back(&p, static_cast<double>(u.scale) * p.scale);
         }
     }
+    // Weights the current set touched and the new one does not go back to their originals; the others are
+    // rewritten from theirs below (never patched on top of the current set's values).
+    std::optional<c10::Device> device;
+    for (const std::string& name : touched_) {
+        if (by_target.count(name)) continue;
+        at::Tensor w = targets_.find(name)->tensor;
+        w.copy_(originals_.at(name));
+        device = w.device();
+    }
+    touched_.clear();
+    current_.clear();
+    // One finiteness flag per fused weight, read once at the end: no host wait per weight.
+    std::vector<at::Tensor> finite;
     for (const std::string& name : order) {
         const WeightIndex::Entry* e = targets_.find(name);
         if (!e) fail(Status::kInternal, "adapter: target " + name + " is not in the model's weights");
@@ -224,12 +240,22 @@ void AdapterHost::switch_to(const std::vector<AdapterUse>& set) {
         }
         at::Tensor fused = orig->second.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
         for (const auto& [p, s] : by_target[name]) fused.narrow(0, p->row_begin, p->rows).addmm_(p->up, p->down, 1.0, s);
-        if (!at::isfinite(fused).all().item<bool>()) {
-            restore_all();
-            fail(Status::kInvalidArgument, "adapter: the fused weight " + name + " is not finite (scale too large?)");
-        }
+        finite.push_back(at::isfinite(fused).all());
         w.copy_(fused);  // rounds to the weight's dtype (round to nearest even)
         touched_.push_back(name);
+        device = w.device();
+    }
+    if (!finite.empty()) {
+        const at::Tensor ok = at::stack(finite).cpu();  // waits for the device work
+        const bool* f = ok.const_data_ptr<bool>();
+        for (size_t i = 0; i < order.size(); ++i) {
+            if (!f[i]) {
+                restore_all();
+                fail(Status::kInvalidArgument, "adapter: the fused weight " + order[i] + " is not finite (scale too large?)");
+            }
+        }
+    } else if (device && !device->is_cpu()) {
+        c10::impl::VirtualGuardImpl(device->type()).getStream(*device).synchronize();  // the restores are done
     }
     current_ = key_of(set);
     ++stats_.switches;

@@ -595,7 +595,7 @@ func (s *Server) handleImages(w http.ResponseWriter, r *http.Request) *apiError 
 		return fromError(err)
 	}
 	tEnc := time.Now()
-	pngs, e := encodePNGs(res.images)
+	pngs, e := s.encodePNGs(res.images)
 	if e != nil {
 		return e
 	}
@@ -687,12 +687,17 @@ func (s *Server) checkImageRequest(m *servedModel, req *imageRequest) *apiError 
 	return nil
 }
 
-func encodePNGs(images []*cutenative.Image) ([][]byte, *apiError) {
+// pngLevels maps -png-compression onto image/png's levels.
+var pngLevels = map[string]png.CompressionLevel{"speed": png.BestSpeed, "default": png.DefaultCompression,
+	"best": png.BestCompression, "none": png.NoCompression}
+
+func (s *Server) encodePNGs(images []*cutenative.Image) ([][]byte, *apiError) {
+	enc := png.Encoder{CompressionLevel: pngLevels[s.cfg.PNGCompression]} // "" (a Config built by hand): Go's default
 	out := make([][]byte, len(images))
 	for i, img := range images {
 		var b bytes.Buffer
 		b.Grow(len(img.Pix)*4/3 + 4096) // a PNG of noise is ~4.1 bytes a pixel; no regrowth copies
-		if err := png.Encode(&b, img.ToNRGBA()); err != nil {
+		if err := enc.Encode(&b, img.ToNRGBA()); err != nil {
 			return nil, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "the image could not be encoded",
 				cause: err}
 		}
@@ -755,7 +760,7 @@ func (s *Server) streamImages(w http.ResponseWriter, rq *requestScope, run func(
 				return nil // the status was sent; the error went as an event
 			}
 			tEnc := time.Now()
-			pngs, e := encodePNGs(o.res.images)
+			pngs, e := s.encodePNGs(o.res.images)
 			if e != nil {
 				send("error", errorBody(e))
 				return nil

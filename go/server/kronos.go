@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cutenative/cutenative/go/api"
@@ -338,26 +340,45 @@ func (k *kronosRequest) binding() *cutenative.ForecastRequest {
 // kronos is the forecaster of Kronos models.
 type kronos struct {
 	m *servedModel
-	// The predictor's shapes (config.json), for the working-memory estimate.
-	dModel, layers, heads, vocab int64
+	// The shapes the working-memory estimate needs: the predictor's (config.json) and the tokenizer's
+	// (tokenizer/config.json, which the library does not describe).
+	dModel, ff, layers, heads, vocab int64
+	tokD, tokFF                      int64
 }
 
 func newKronos(m *servedModel) (forecaster, error) {
-	k := &kronos{m: m, dModel: 256, layers: 8, heads: 8, vocab: 1 << 10}
+	// Unread shapes take Kronos-base's, the larger of the published models.
+	k := &kronos{m: m, dModel: 832, ff: 2048, layers: 12, heads: 16, vocab: 1 << 10, tokD: 256, tokFF: 512}
+	var cfg struct {
+		DModel int64 `json:"d_model"`
+		FF     int64 `json:"ff_dim"`
+		Layers int64 `json:"n_layers"`
+		Heads  int64 `json:"n_heads"`
+		S1Bits int64 `json:"s1_bits"`
+	}
 	if desc, err := m.model.Describe(); err == nil {
 		var d struct {
-			Config struct {
-				DModel int64 `json:"d_model"`
-				Layers int64 `json:"n_layers"`
-				Heads  int64 `json:"n_heads"`
-				S1Bits int64 `json:"s1_bits"`
-			} `json:"config"`
+			Config json.RawMessage `json:"config"`
 		}
-		if json.Unmarshal([]byte(desc), &d) == nil && d.Config.DModel > 0 && d.Config.Layers > 0 && d.Config.Heads > 0 {
-			k.dModel, k.layers, k.heads = d.Config.DModel, d.Config.Layers, d.Config.Heads
-			if d.Config.S1Bits > 0 && d.Config.S1Bits < 31 {
-				k.vocab = 1 << d.Config.S1Bits
+		if json.Unmarshal([]byte(desc), &d) == nil && json.Unmarshal(d.Config, &cfg) == nil && cfg.DModel > 0 && cfg.Layers > 0 &&
+			cfg.Heads > 0 {
+			k.dModel, k.layers, k.heads = cfg.DModel, cfg.Layers, cfg.Heads
+			if cfg.FF > 0 {
+				k.ff = cfg.FF
 			}
+			if cfg.S1Bits > 0 && cfg.S1Bits < 31 {
+				k.vocab = 1 << cfg.S1Bits
+			}
+		}
+	}
+	if m.dir != "" {
+		var tok struct {
+			DModel int64 `json:"d_model"`
+			FF     int64 `json:"ff_dim"`
+		}
+		if b, err := os.ReadFile(filepath.Join(m.dir, "tokenizer", "config.json")); err == nil && json.Unmarshal(b, &tok) == nil &&
+			tok.DModel > 0 && tok.FF > 0 {
+			k.tokD, k.tokFF = tok.DModel, tok.FF
 		}
 	}
 	return k, nil
@@ -375,19 +396,46 @@ func (k *kronos) work(samples int64, bars []int64, horizon int64) work {
 		what: fmt.Sprintf("%d decoding steps over %d sample rows of up to %d bars", horizon, rows, maxCtx)}
 }
 
-// callMemory estimates the call's working memory: per token row, the activations of a layer (d_model and the
-// feed-forward's 4 x d_model wide, in float32), the attention scores of a row's window over every head, and the
-// logits of both token halves; per row, its KV cache over every layer.
+// callMemory bounds the call's peak working memory (host memory on a CPU), from the measured fit of
+// scripts/measure_forecast_memory.py (docs/benchmarks.md, "Forecast call memory"): tasks of one bar count are a
+// batch of N = tasks x samples rows, batches run one after another; a batch holds the largest of its phases (the
+// tokenizer's encoding of the history and decoding of the window, the predictor's window recompute or fused
+// prefill), its KV cache (fused: max_context long, whatever the window) and its per-row state. Allocator slack is
+// a factor of 1.1 for tensors of 32 MiB and more (mmapped), 1.65 below (the heap's fragmentation). Measured on
+// 470 calls it is above every call of 24 MB or more, by 1.03-2.12x (median 1.42x).
 func (k *kronos) callMemory(samples int64, bars []int64, horizon int64) int64 {
-	maxCtx := max(k.m.info.ContextLength, 1)
-	var mem int64
+	C := max(k.m.info.ContextLength, 1)
+	fused := k.m.info.Mode != "eager"
+	kT := 4 * (15*k.tokD + 8*k.tokFF) / 2 // 4 * (7.5 td + 4 tff)
+	kS := 4 * max((22*k.dModel+19*k.ff)/4, 14*k.dModel+2*k.vocab)
+	kP := 4 * (46*k.dModel + 21*k.ff) / 4 // 4 * (11.5 d + 5.25 ff)
+	batches := map[int64]int64{}
 	for _, n := range bars {
-		w := min(n+horizon, maxCtx)
-		rows := samples
-		mem += rows * w * 4 * (12*k.dModel + k.heads*w + 2*k.vocab)
-		mem += rows * w * 4 * 2 * k.dModel * k.layers
+		batches[n]++
 	}
-	return mem
+	var peak int64
+	for T0, tasks := range batches {
+		N := tasks * samples
+		W, Wd := min(T0+horizon-1, C), min(T0+horizon, C)
+		slack := func(perRow, tokens, dim int64) int64 {
+			if N*tokens*dim*4 >= 32<<20 {
+				return perRow * 11 / 10
+			}
+			return perRow * 165 / 100
+		}
+		phase := max(slack(T0*kT, T0, k.tokD), slack(Wd*kT, Wd, k.tokD))
+		if !fused || T0+horizon-1 > C {
+			phase = max(phase, slack(W*kS+k.vocab, W, k.dModel))
+		}
+		var cache int64
+		if fused && T0 <= C {
+			phase = max(phase, slack(T0*kP+k.vocab, T0, k.dModel))
+			cache = 8 * C * k.dModel * (k.layers + 1)
+		}
+		pers := 36*(T0+horizon) + 24*T0
+		peak = max(peak, N*(phase+cache+pers))
+	}
+	return peak + 4<<20
 }
 
 func (k *kronos) probes() (probe, probe) {

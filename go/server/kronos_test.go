@@ -548,3 +548,47 @@ func TestOpenAPIDocumentsTheWireFields(t *testing.T) {
 		}
 	}
 }
+
+// The working-memory bound against peaks measured on tiny_a (scripts/measure_forecast_memory.py: one fresh process
+// a call, f32, one thread, glibc's default allocator; peak RSS increase over the loaded, warm model): it must be
+// above each, and within the fit's spread (at most 2.2x; measured 1.03-2.12x over 263 calls of 24 MB or more).
+func TestKronosCallMemoryBoundsMeasuredPeaks(t *testing.T) {
+	ts := startKronos(t, Config{})
+	m, e := ts.find("kronos", capForecast)
+	if e != nil {
+		t.Fatal(e)
+	}
+	k := m.fc.(*kronos)
+	if k.tokD != 32 || k.tokFF != 64 || k.dModel != 32 || k.ff != 64 {
+		t.Fatalf("shapes read: predictor %d/%d, tokenizer %d/%d", k.dModel, k.ff, k.tokD, k.tokFF)
+	}
+	for _, c := range []struct {
+		mode                 string
+		tasks, samples, bars int64
+		horizon              int64
+		measuredMB           float64
+	}{
+		{"eager", 6, 4096, 256, 8, 9508}, // the 3 KB request of issue #36 with 256 bars
+		{"eager", 6, 4096, 32, 40, 1611},
+		{"eager", 6, 4096, 4, 40, 1642},
+		{"eager", 1, 3072, 256, 1, 1197},
+		{"eager", 1, 4096, 32, 8, 431},
+		{"fused", 6, 4096, 4, 40, 2340},
+		{"fused", 6, 4096, 256, 1, 9577},
+		{"fused", 1, 4096, 4, 40, 529},
+		{"fused", 1, 3072, 32, 8, 342},
+	} {
+		saved := k.m.info.Mode
+		k.m.info.Mode = c.mode
+		bars := make([]int64, c.tasks)
+		for i := range bars {
+			bars[i] = c.bars
+		}
+		est := float64(k.callMemory(c.samples, bars, c.horizon)) / 1e6
+		k.m.info.Mode = saved
+		if est < c.measuredMB || est > 2.2*c.measuredMB {
+			t.Errorf("%s %d x %d samples, %d bars, horizon %d: estimate %.0f MB, measured %.0f MB", c.mode, c.tasks, c.samples,
+				c.bars, c.horizon, est, c.measuredMB)
+		}
+	}
+}

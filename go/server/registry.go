@@ -79,6 +79,7 @@ type servedModel struct {
 	long   *jobQueue
 	merge  *mergeForecasts
 	loaded time.Time
+	dir    string // the model's directory ("" for Config.Embedder), for files a kind reads besides the library
 }
 
 // modelSpecs lists what Load opens, by name: Config.Models, and Config.EmbedModel as EmbedModelName (f32 and
@@ -125,7 +126,7 @@ func (s *Server) open(ctx context.Context, name, dir string, o ModelOptions) (*s
 	if err != nil {
 		return nil, err
 	}
-	sm, err := s.serve(ctx, name, m, o)
+	sm, err := s.serve(ctx, name, dir, m, o)
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -133,7 +134,8 @@ func (s *Server) open(ctx context.Context, name, dir string, o ModelOptions) (*s
 	return sm, nil
 }
 
-func (s *Server) serve(ctx context.Context, name string, m *cutenative.Model, o ModelOptions) (*servedModel, error) {
+// serve puts an opened model in service; dir is where it was opened from ("" when unknown).
+func (s *Server) serve(ctx context.Context, name, dir string, m *cutenative.Model, o ModelOptions) (*servedModel, error) {
 	info, err := m.Info()
 	if err != nil {
 		return nil, err
@@ -152,7 +154,7 @@ func (s *Server) serve(ctx context.Context, name string, m *cutenative.Model, o 
 		}
 	}
 	sm := &servedModel{name: name, kind: info.Kind, spec: spec, caps: spec.caps, model: m, info: info, levels: []float32{},
-		loaded: time.Now()}
+		loaded: time.Now(), dir: dir}
 	if spec.caps&capEmbed != 0 {
 		sm.embed = m.Embed
 	}

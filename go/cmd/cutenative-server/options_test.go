@@ -69,6 +69,7 @@ var optionCases = map[string]optionCase{
 	"max-image-steps":  {func(o *options) any { return o.cfg.MaxImageSteps }, "50", 50, 100, "0", "must be >= 1"},
 	"max-loras":        {func(o *options) any { return o.cfg.MaxLoRAs }, "1", 1, 3, "0", "must be >= 1"},
 	"lora-default":     {func(o *options) any { return o.cfg.LoRADefault }, "auto", "auto", "none", "all", `want one of ["none" "auto"]`},
+	"png-compression":  {func(o *options) any { return o.cfg.PNGCompression }, "best", "best", "speed", "fast", `want one of ["speed" "default" "best" "none"]`},
 	"lora-dir":         {func(o *options) any { return o.cfg.LoRADir }, "/loras", "/loras", "", "", ""},
 	"config":           {func(o *options) any { return o.configFile }, "/x.json", "/x.json", "", "", ""},
 	"allowed-hosts":    {func(o *options) any { return o.allowedHosts }, "a.example,b:80", "a.example,b:80", "", "", ""},
