@@ -1,4 +1,5 @@
 // LoRA adapters: loading one against a model, adding it to a generate request, the model's adapter state.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -46,7 +47,9 @@ cn_status cn_adapter_load(cn_model* model, const char* path, const cn_adapter_pa
             if (params->struct_size < kAdapterParamsSize05) {
                 cn::fail(Status::kInvalidArgument, "params: struct_size too small; initialise with cn_adapter_params_init");
             }
-            p = *params;
+            // A caller built against an older header passes a shorter struct: read only what it holds.
+            std::memcpy(static_cast<void*>(&p), params, static_cast<size_t>(std::min<uint64_t>(params->struct_size, sizeof p)));
+            p.struct_size = sizeof p;
         }
         cn::AdapterHost* host = model->impl->adapter_host();
         if (!host) {

@@ -324,7 +324,8 @@ CN_API cn_status cn_run_options_set_seed(cn_run_options* opts, uint64_t seed, cn
  * diffusion steps; the call then returns CN_STATUS_CANCELLED. NULL is ignored. */
 CN_API void cn_run_options_cancel(cn_run_options* opts);
 
-/* Clears the cancel flag and the progress counters (for reuse). Not while a call uses the options. */
+/* Clears the cancel flag, the progress counters and the timings (for reuse; the seed and deadline stay). Not while
+ * a call uses the options. */
 CN_API void cn_run_options_reset(cn_run_options* opts);
 
 /* Progress of the call using these options: units done and total (batches, tokens or steps). Thread-safe;
@@ -594,7 +595,8 @@ CN_API void cn_adapter_stats_init(cn_adapter_stats* stats);
 CN_API cn_status cn_model_get_adapter_stats(cn_model* model, cn_adapter_stats* out, cn_error* err);
 
 /* Bytes of the RGB8 image `req` produces on `model` (width * height * 3) into *bytes_out, after checking the
- * request against the model (size multiple, prompt). UNSUPPORTED for models that do not generate. */
+ * request against the model (size multiple, the position range, adapters; the prompt's token count against the
+ * caption range is checked by cn_generate, which tokenizes). UNSUPPORTED for models that do not generate. */
 CN_API cn_status cn_generate_get_size(const cn_model* model, const cn_generate_request* req, size_t* bytes_out, cn_error* err);
 
 /* Generates an image into caller-allocated `out` (`out_bytes` >= the size above): height rows of width pixels,

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
@@ -192,10 +193,16 @@ AdapterHost::Lease AdapterHost::hold(const std::vector<AdapterUse>& set, const R
     return Lease(this);
 }
 
+namespace {
+// current_ while the weights are being rewritten: no set's key, so a switch that failed half-way is never joined.
+const char* const kSwitching = "\x01switching";
+}  // namespace
+
 void AdapterHost::restore_all() {
+    current_ = kSwitching;
     for (const std::string& name : touched_) targets_.find(name)->tensor.copy_(originals_.at(name));
     touched_.clear();
-    current_.clear();
+    current_.clear();  // the empty set's key: the weights as loaded
 }
 
 void AdapterHost::switch_to(const std::vector<AdapterUse>& set) {
@@ -210,52 +217,64 @@ void AdapterHost::switch_to(const std::vector<AdapterUse>& set) {
             list.emplace_back(&p, static_cast<double>(u.scale) * p.scale);
         }
     }
-    // Weights the current set touched and the new one does not go back to their originals; the others are
-    // rewritten from theirs below (never patched on top of the current set's values).
-    std::optional<c10::Device> device;
-    for (const std::string& name : touched_) {
-        if (by_target.count(name)) continue;
-        at::Tensor w = targets_.find(name)->tensor;
-        w.copy_(originals_.at(name));
-        device = w.device();
-    }
-    touched_.clear();
-    current_.clear();
-    // One finiteness flag per fused weight, read once at the end: no host wait per weight.
-    std::vector<at::Tensor> finite;
+    // Every target can be written, checked before any weight changes (a refusal leaves the current set in place).
     for (const std::string& name : order) {
         const WeightIndex::Entry* e = targets_.find(name);
         if (!e) fail(Status::kInternal, "adapter: target " + name + " is not in the model's weights");
         if (e->aliases_file) {
-            restore_all();
             fail(Status::kInvalidArgument, "adapter: weight " + name +
                                                " is the read-only file mapping (the model was opened with "
                                                "mmap_weights); open it without to take adapters");
         }
-        at::Tensor w = e->tensor;
-        auto orig = originals_.find(name);
-        if (orig == originals_.end()) {
-            orig = originals_.emplace(name, w.clone()).first;
-            stats_.backup_bytes += static_cast<uint64_t>(w.numel()) * w.element_size();
-        }
-        at::Tensor fused = orig->second.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
-        for (const auto& [p, s] : by_target[name]) fused.narrow(0, p->row_begin, p->rows).addmm_(p->up, p->down, 1.0, s);
-        finite.push_back(at::isfinite(fused).all());
-        w.copy_(fused);  // rounds to the weight's dtype (round to nearest even)
-        touched_.push_back(name);
-        device = w.device();
     }
-    if (!finite.empty()) {
-        const at::Tensor ok = at::stack(finite).cpu();  // waits for the device work
-        const bool* f = ok.const_data_ptr<bool>();
-        for (size_t i = 0; i < order.size(); ++i) {
-            if (!f[i]) {
-                restore_all();
-                fail(Status::kInvalidArgument, "adapter: the fused weight " + order[i] + " is not finite (scale too large?)");
+    // From here any failure (an allocation, a weight that is not finite) restores every weight the old or the new set
+    // touched, so the weights hold the empty set; until the end they hold no set anyone may join.
+    current_ = kSwitching;
+    std::optional<c10::Device> device;
+    try {
+        // Weights only the current set touched go back to their originals; the others stay in touched_ (still
+        // changed) until they are rewritten from their originals below, never patched on top of the current values.
+        std::vector<std::string> still;
+        for (const std::string& name : touched_) {
+            if (by_target.count(name)) {
+                still.push_back(name);
+                continue;
             }
+            at::Tensor w = targets_.find(name)->tensor;
+            w.copy_(originals_.at(name));
+            device = w.device();
         }
-    } else if (device && !device->is_cpu()) {
-        c10::impl::VirtualGuardImpl(device->type()).getStream(*device).synchronize();  // the restores are done
+        touched_ = std::move(still);
+        const std::set<std::string> listed(touched_.begin(), touched_.end());
+        // One finiteness flag per fused weight (checked in the weight's own dtype: an fp16 weight overflows where the
+        // fp32 sum did not), read once at the end: no host wait per weight.
+        std::vector<at::Tensor> finite;
+        for (const std::string& name : order) {
+            at::Tensor w = targets_.find(name)->tensor;
+            auto orig = originals_.find(name);
+            if (orig == originals_.end()) {
+                orig = originals_.emplace(name, w.clone()).first;
+                stats_.backup_bytes += static_cast<uint64_t>(w.numel()) * w.element_size();
+            }
+            if (!listed.count(name)) touched_.push_back(name);  // before the write: a failure from here restores it
+            at::Tensor fused = orig->second.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+            for (const auto& [p, s] : by_target[name]) fused.narrow(0, p->row_begin, p->rows).addmm_(p->up, p->down, 1.0, s);
+            w.copy_(fused);  // rounds to the weight's dtype (round to nearest even)
+            finite.push_back(at::isfinite(w).all());
+            device = w.device();
+        }
+        if (!finite.empty()) {
+            const at::Tensor ok = at::stack(finite).cpu();  // waits for the device work
+            const bool* f = ok.const_data_ptr<bool>();
+            for (size_t i = 0; i < order.size(); ++i) {
+                if (!f[i]) fail(Status::kInvalidArgument, "adapter: the fused weight " + order[i] + " is not finite (scale too large?)");
+            }
+        } else if (device && !device->is_cpu()) {
+            c10::impl::VirtualGuardImpl(device->type()).getStream(*device).synchronize();  // the restores are done
+        }
+    } catch (...) {
+        restore_all();
+        throw;
     }
     current_ = key_of(set);
     ++stats_.switches;

@@ -59,6 +59,8 @@ public:
         cancel_.store(false);
         done_.store(0);
         total_.store(0);
+        phase_ms_.fill(0.0);
+        total_ms_ = 0.0;
     }
     void set_total(uint64_t n) { total_.store(n); }
     void advance(uint64_t n = 1) { done_.fetch_add(n); }

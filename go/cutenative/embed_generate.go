@@ -273,9 +273,9 @@ func (m *Model) Generate(ctx context.Context, req *GenerateRequest) (*Image, err
 	return m.GenerateWithOptions(ctx, req, nil)
 }
 
-// CheckGenerate checks req against m as Generate would before any work (sizes, the model's position range,
-// prompts, adapters) and returns the image's size in bytes: a server refuses a bad request with the library's
-// message before queueing it.
+// CheckGenerate checks req against m as Generate does before any work (sizes, the model's position range, the
+// prompts' bytes, adapters; the prompt's token count against the caption range is Generate's, which tokenizes) and
+// returns the image's size in bytes: a server refuses a bad request with the library's message before queueing it.
 func (m *Model) CheckGenerate(req *GenerateRequest) (int, error) {
 	if req == nil {
 		return 0, invalidGenerate("request is nil")

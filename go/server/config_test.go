@@ -68,3 +68,21 @@ func TestConfigOutOfRangeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// LoRA settings that could only fail every image request later are refused at New.
+func TestConfigLoRATraps(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{LoRADir: "/srv/loras"}, "lora-catalog"},
+		{Config{LoRADefault: "auto"}, "lora-catalog and lora-dir"},
+		{Config{LoRADefault: "auto", LoRACatalog: "c.json", EmbedModel: "e"}, "lora-catalog and lora-dir"},
+		{Config{LoRACatalog: "c.json"}, "sentence-embedding model"},
+	} {
+		tc.cfg.Models = map[string]string{"m": "dir"}
+		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}

@@ -108,7 +108,7 @@ func FuzzDecodeImageRequest(f *testing.F) {
 		req, err := decodeImageRequest(d, s.cfg.MaxLoRAs)
 		if err != nil {
 			err = decodeError(err)
-		} else if e := s.checkImageRequest(m, req); e != nil {
+		} else if e := s.checkImageRequest(m, req, len(data)%2 == 0); e != nil {
 			err = e
 		}
 		if err != nil {
@@ -128,7 +128,7 @@ func FuzzDecodeImageRequest(f *testing.F) {
 		if req.LoRA != nil && len(req.LoRA.items) > 3 {
 			t.Fatalf("%d adapters accepted", len(req.LoRA.items))
 		}
-		if w := imageWork(m, req.Width, req.Height, max(req.Steps, 1), req.N); w.passes < 1 || w.units < w.passes {
+		if w := imageWork(m, req.Width, req.Height, max(req.Steps, 1), req.N, req.Guidance != nil && *req.Guidance > 0); w.passes < 1 || w.units < w.passes {
 			t.Fatalf("work %+v", w)
 		}
 	})

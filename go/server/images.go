@@ -13,11 +13,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -258,11 +263,21 @@ type loraPlan struct {
 type catalogAdapters struct {
 	model  string
 	byName map[string]*cutenative.Adapter
+	byFile map[adapterFile]*cutenative.Adapter // the same adapters by file: a reload reuses an unchanged file's
+}
+
+// adapterFile names an adapter file's contents as a reload sees them: the path, its size and modification time.
+type adapterFile struct {
+	path  string
+	size  int64
+	mtime time.Time
 }
 
 // attachAdapters loads every entry's adapter file under Config.LoRADir against the image model (the catalog
 // registry's attach hook): a file that is missing, escapes the directory or does not fit the model refuses the
-// catalog, naming the entry.
+// catalog, naming the entry. A reload reuses the adapters of files that did not change (path, size, mtime); the
+// ones the new catalog drops are freed after a grace period (2 × Timeout, so requests that picked them finish),
+// and a refused catalog frees only what it loaded itself.
 func (s *Server) attachAdapters(ctx context.Context, cat *lora.Catalog) (any, error) {
 	if s.cfg.LoRADir == "" {
 		return nil, nil
@@ -271,28 +286,103 @@ func (s *Server) attachAdapters(ctx context.Context, cat *lora.Catalog) (any, er
 	if e != nil || m.model == nil {
 		return nil, nil // no image model: the catalog serves search only
 	}
-	out := &catalogAdapters{model: m.name, byName: map[string]*cutenative.Adapter{}}
+	s.adaptersMu.Lock()
+	defer s.adaptersMu.Unlock()
+	if s.adaptersClosed {
+		return nil, errors.New("the server is closing")
+	}
+	prev := s.adapters
+	out := &catalogAdapters{model: m.name, byName: map[string]*cutenative.Adapter{}, byFile: map[adapterFile]*cutenative.Adapter{}}
+	var loaded []*cutenative.Adapter // by this call: freed again if the catalog is refused
+	refuse := func(err error) (any, error) {
+		for _, a := range loaded {
+			a.Close()
+		}
+		return nil, err
+	}
 	for _, entry := range cat.Entries {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return refuse(err)
 		}
 		if entry.Path == "" {
 			continue
 		}
 		path := entry.Path
-		if !strings.HasPrefix(path, "/") {
-			path = s.cfg.LoRADir + "/" + path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(s.cfg.LoRADir, path)
 		}
-		a, err := m.model.LoadAdapter(path, &cutenative.AdapterOptions{AllowedDir: s.cfg.LoRADir})
-		if err != nil {
-			for _, done := range out.byName {
-				done.Close()
+		key := adapterFile{path: filepath.Clean(path)}
+		if fi, err := os.Stat(path); err == nil {
+			key.size, key.mtime = fi.Size(), fi.ModTime()
+		} // a missing file: LoadAdapter names the error
+		a := out.byFile[key]
+		if a == nil && prev != nil && prev.model == m.name {
+			a = prev.byFile[key]
+		}
+		if a == nil {
+			var err error
+			if a, err = m.model.LoadAdapter(path, &cutenative.AdapterOptions{AllowedDir: s.cfg.LoRADir}); err != nil {
+				return refuse(fmt.Errorf("entry %q: %w", entry.Name, err))
 			}
-			return nil, fmt.Errorf("entry %q: %w", entry.Name, err)
+			loaded = append(loaded, a)
 		}
 		out.byName[entry.Name] = a
+		out.byFile[key] = a
 	}
+	if prev != nil {
+		var dropped []*cutenative.Adapter
+		for key, a := range prev.byFile {
+			if out.byFile[key] != a {
+				dropped = append(dropped, a)
+			}
+		}
+		if len(dropped) > 0 {
+			s.closeLater(dropped)
+		}
+	}
+	s.adapters = out
 	return out, nil
+}
+
+// closeLater frees adapters a reload dropped once requests that picked them before the reload are done: after
+// 2 × Timeout (a request that holds one has its own reference in the library by then), or at Close.
+func (s *Server) closeLater(as []*cutenative.Adapter) {
+	grace := 2 * s.cfg.Timeout
+	if s.adapterGrace > 0 {
+		grace = s.adapterGrace
+	}
+	s.retired = append(s.retired, as...)
+	time.AfterFunc(grace, func() {
+		s.adaptersMu.Lock()
+		defer s.adaptersMu.Unlock()
+		for _, a := range as {
+			a.Close() // idempotent: Close may have freed it already
+		}
+		keep := s.retired[:0]
+		for _, r := range s.retired {
+			if !slices.Contains(as, r) {
+				keep = append(keep, r)
+			}
+		}
+		s.retired = keep
+	})
+}
+
+// closeAdapters frees every adapter the server holds (Close, before the models).
+func (s *Server) closeAdapters() {
+	s.adaptersMu.Lock()
+	defer s.adaptersMu.Unlock()
+	s.adaptersClosed = true
+	if s.adapters != nil {
+		for _, a := range s.adapters.byFile {
+			a.Close()
+		}
+		s.adapters = nil
+	}
+	for _, a := range s.retired {
+		a.Close()
+	}
+	s.retired = nil
 }
 
 // adapterStats reports every image model's adapter state (the /metrics scrape).
@@ -395,7 +485,8 @@ func (s *Server) resolveLoRA(rq *requestScope, m *servedModel, req *imageRequest
 	if e != nil {
 		return nil, e
 	}
-	res, err := router.SearchEmbedding(vecs[0], len(router.Catalog().Entries))
+	// The best candidates: enough for lora_max, and at most 10 listed in the answer.
+	res, err := router.SearchEmbedding(vecs[0], min(len(router.Catalog().Entries), max(10, s.cfg.MaxLoRAs)))
 	if err != nil {
 		return nil, fromError(err)
 	}
@@ -422,14 +513,18 @@ func (s *Server) resolveLoRA(rq *requestScope, m *servedModel, req *imageRequest
 	return out, nil
 }
 
-// imageWork: per image and step, a transformer pass over the image's patch tokens (its caption's tokens, at most
-// 512, and the VAE decoder, once per image, fall into the per-pass and per-unit costs the probes measure: an
-// estimate that errs long for many steps).
-func imageWork(m *servedModel, w, h, steps, n int) work {
+// imageWork: per image and step, a transformer pass over the image's patch tokens, two with classifier-free
+// guidance (the negative prompt's batch item). Its caption's tokens (at most 512) and the VAE decoder, once per
+// image, fall into the per-pass and per-unit costs the probes measure: an estimate that errs long for many steps.
+// Attention's share grows with the tokens squared: sizes past the larger probe are estimated short.
+func imageWork(m *servedModel, w, h, steps, n int, guided bool) work {
 	mult := int64(max(m.info.ImageSizeMultiple, 1))
 	tokens := (int64(w) / mult) * (int64(h) / mult)
-	return work{passes: int64(n) * int64(steps), units: int64(n) * int64(steps) * tokens,
-		what: fmt.Sprintf("%d image(s) of %dx%d, %d steps", n, w, h, steps)}
+	passes := int64(n) * int64(steps)
+	if guided {
+		passes *= 2
+	}
+	return work{passes: passes, units: passes * tokens, what: fmt.Sprintf("%d image(s) of %dx%d, %d steps", n, w, h, steps)}
 }
 
 // generateProbes measure an image model on one step at two sizes: 32 and 128 px for a multiple of 16 on the CPU
@@ -442,7 +537,7 @@ func generateProbes(m *servedModel) (probe, probe) {
 	}
 	mk := func(side int) probe {
 		req := &cutenative.GenerateRequest{Prompt: "a lighthouse", Width: side, Height: side, Steps: 1, Guidance: cutenative.Ptr[float32](0)}
-		return probe{w: imageWork(m, side, side, 1, 1), run: func(ctx context.Context) error {
+		return probe{w: imageWork(m, side, side, 1, 1, false), run: func(ctx context.Context) error {
 			_, err := m.model.Generate(ctx, req)
 			return err
 		}}
@@ -487,7 +582,8 @@ func (s *Server) handleImages(w http.ResponseWriter, r *http.Request) *apiError 
 	if e != nil {
 		return e
 	}
-	if e := s.checkImageRequest(m, req); e != nil {
+	pngAnswer := strings.Contains(r.Header.Get("Accept"), "image/png") && !req.Stream
+	if e := s.checkImageRequest(m, req, pngAnswer); e != nil {
 		return e
 	}
 	steps := req.Steps
@@ -496,19 +592,19 @@ func (s *Server) handleImages(w http.ResponseWriter, r *http.Request) *apiError 
 	}
 	gen := cutenative.GenerateRequest{Prompt: req.Prompt, NegativePrompt: req.NegativePrompt, Width: req.Width, Height: req.Height,
 		Steps: steps}
+	guidance := float64(m.info.DefaultGuidance)
 	if req.Guidance != nil {
-		g := float32(*req.Guidance)
+		guidance = *req.Guidance
+		g := float32(guidance)
 		gen.Guidance = &g
 	}
-	// The library's own checks (the model's position range, the prompt's encoding) before anything is queued.
+	// The library's own checks (sizes against the model's position range) before anything is queued.
 	if _, err := m.model.CheckGenerate(&gen); err != nil {
 		return fromError(err)
 	}
-	seed := int64(0)
+	seed := int64(freshSeed() >> 11) // drawn below 2^53, so that any JSON client reads it back exactly; echoed
 	if req.Seed != nil && *req.Seed >= 0 {
 		seed = *req.Seed
-	} else {
-		seed = int64(freshSeed() >> 1) // non-negative, echoed
 	}
 	// The answer's bytes: per image its RGB pixels (3 a pixel) until its PNG (at most ~4.1 a pixel, kept until
 	// written) replaces them, plus one RGBA copy (4 a pixel) while encoding; base64 is streamed to the client.
@@ -516,12 +612,8 @@ func (s *Server) handleImages(w http.ResponseWriter, r *http.Request) *apiError 
 	if err := rq.acct.charge(int64(req.N)*pixels*8 + pixels*4); err != nil {
 		return fromError(err)
 	}
-	wk := imageWork(m, req.Width, req.Height, steps, req.N)
-	est := estimate{work: wk, seconds: m.cost.seconds(wk)}
-	lane, e := s.admission(rq.ctx, m, est)
-	if e != nil {
-		return e
-	}
+	// The adapters first ("auto" embeds the prompt through the embedding model's own lanes), so that the image's
+	// admission below weighs the time actually left.
 	tRoute := time.Now()
 	plan, e := s.resolveLoRA(rq, m, req)
 	if e != nil {
@@ -529,68 +621,29 @@ func (s *Server) handleImages(w http.ResponseWriter, r *http.Request) *apiError 
 	}
 	routeMs := ms(time.Since(tRoute))
 	gen.Adapters = plan.uses
+	wk := imageWork(m, req.Width, req.Height, steps, req.N, guidance > 0)
+	est := estimate{work: wk, seconds: m.cost.seconds(wk)}
+	lane, e := s.admission(rq.ctx, m, est)
+	if e != nil {
+		return e
+	}
 	progress := make(chan [2]uint64, 16)
-	run := func() (imageResult, error) {
-		submitted := time.Now()
-		return runAlone(rq.ctx, lane, 0, est.seconds, func(ctx context.Context) (imageResult, error) {
-			res := imageResult{queueMs: ms(time.Since(submitted))}
-			start := time.Now()
-			total := uint64(req.N * steps)
-			var last, atCancel atomic.Uint64 // steps reported, and where they stood when the request was cancelled
-			stop := context.AfterFunc(ctx, func() { atCancel.Store(last.Load() + 1) })
-			defer func() {
-				if stop() {
-					return
-				}
-				at, end := atCancel.Load()-1, last.Load()
-				s.logger().Info("image generation cancelled", "model", m.name, "steps_at_cancel", at, "steps_at_end", end, "steps", total)
-				if s.imageCancelled != nil {
-					s.imageCancelled(at, end, total)
-				}
-			}()
-			for i := 0; i < req.N; i++ {
-				g := gen
-				g.Seed = uint64(seed) + uint64(i)
-				img, err := m.model.GenerateWithOptions(ctx, &g, &cutenative.GenerateOptions{ProgressInterval: 10 * time.Millisecond,
-					Progress: func(done, _ uint64) {
-						step := uint64(i*steps) + done
-						last.Store(step)
-						reportProgress(ctx, step, total)
-						select {
-						case progress <- [2]uint64{step, total}:
-						default: // a slow reader loses progress events, never the image
-						}
-					}})
-				if err != nil {
-					return res, err
-				}
-				res.images = append(res.images, img)
-				res.lib.Prepare += img.Timings.Prepare
-				res.lib.Adapters += img.Timings.Adapters
-				res.lib.Text += img.Timings.Text
-				res.lib.Denoise += img.Timings.Denoise
-				res.lib.Decode += img.Timings.Decode
-				res.lib.Total += img.Timings.Total
-			}
-			res.genMs = ms(time.Since(start))
-			s.metrics.countImages(m.name, req.N, req.N*steps, res.lib.Denoise/1000)
-			return res, nil
-		})
+	submitted := time.Now()
+	wait, err := submitAlone(rq.ctx, lane, 0, est.seconds, func(ctx context.Context) (imageResult, error) {
+		return s.generateImages(ctx, m, &gen, req.N, steps, seed, submitted, progress)
+	})
+	if err != nil {
+		return fromError(err)
 	}
-	facts := api.ImageFacts{Model: m.name, Steps: steps, Seeds: make([]int64, req.N), LoRA: plan.decision}
-	if req.Guidance != nil {
-		facts.GuidanceScale = *req.Guidance
-	} else {
-		facts.GuidanceScale = float64(m.info.DefaultGuidance)
-	}
+	facts := api.ImageFacts{Model: m.name, Steps: steps, GuidanceScale: guidance, Seeds: make([]int64, req.N), LoRA: plan.decision}
 	for i := range facts.Seeds {
 		facts.Seeds[i] = seed + int64(i)
 	}
 	size := fmt.Sprintf("%dx%d", req.Width, req.Height)
 	if req.Stream {
-		return s.streamImages(w, rq, run, progress, req, facts, size, routeMs, t0)
+		return s.streamImages(w, rq, wait, progress, req, facts, size, routeMs, t0)
 	}
-	res, err := run()
+	res, err := wait()
 	if err != nil {
 		return fromError(err)
 	}
@@ -600,20 +653,68 @@ func (s *Server) handleImages(w http.ResponseWriter, r *http.Request) *apiError 
 		return e
 	}
 	facts.Timings = res.timings(routeMs, ms(time.Since(tEnc)), t0)
-	if strings.Contains(r.Header.Get("Accept"), "image/png") {
-		if req.N != 1 {
-			return badRequest("n: Accept: image/png answers one image; ask for n = 1 or for JSON")
-		}
+	if pngAnswer {
 		w.Header().Set("Content-Type", "image/png")
 		w.Header().Set("X-Cutenative-Seed", strconv.FormatInt(seed, 10))
-		if body, err := json.Marshal(facts); err == nil {
-			w.Header().Set("X-Cutenative", string(body)) // the "cutenative" object of the JSON answer
+		head := facts
+		head.LoRA.Candidates = nil // a header stays small: the decision and what was applied
+		if body, err := json.Marshal(head); err == nil {
+			w.Header().Set("X-Cutenative", string(body))
 		}
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(pngs[0])
 		return nil
 	}
 	return writeImagesJSON(w, size, pngs, facts)
+}
+
+// generateImages is the job: n library calls, image i seeded seed + i, reporting progress over all their steps.
+func (s *Server) generateImages(ctx context.Context, m *servedModel, gen *cutenative.GenerateRequest, n, steps int, seed int64,
+	submitted time.Time, progress chan<- [2]uint64) (imageResult, error) {
+	res := imageResult{queueMs: ms(time.Since(submitted))}
+	start := time.Now()
+	total := uint64(n * steps)
+	var last atomic.Uint64 // steps reported
+	atCancel := make(chan uint64, 1)
+	stop := context.AfterFunc(ctx, func() { atCancel <- last.Load() })
+	defer func() {
+		if stop() {
+			return
+		}
+		at := <-atCancel // the callback has run (or is running): wait for its value
+		end := last.Load()
+		s.logger().Info("image generation cancelled", "model", m.name, "steps_at_cancel", at, "steps_at_end", end, "steps", total)
+		if s.imageCancelled != nil {
+			s.imageCancelled(at, end, total)
+		}
+	}()
+	for i := 0; i < n; i++ {
+		g := *gen
+		g.Seed = uint64(seed) + uint64(i)
+		img, err := m.model.GenerateWithOptions(ctx, &g, &cutenative.GenerateOptions{ProgressInterval: 10 * time.Millisecond,
+			Progress: func(done, _ uint64) {
+				step := uint64(i*steps) + done
+				last.Store(step)
+				reportProgress(ctx, step, total)
+				select {
+				case progress <- [2]uint64{step, total}:
+				default: // a slow reader loses progress events, never the image
+				}
+			}})
+		if err != nil {
+			return res, err
+		}
+		res.images = append(res.images, img)
+		res.lib.Prepare += img.Timings.Prepare
+		res.lib.Adapters += img.Timings.Adapters
+		res.lib.Text += img.Timings.Text
+		res.lib.Denoise += img.Timings.Denoise
+		res.lib.Decode += img.Timings.Decode
+		res.lib.Total += img.Timings.Total
+	}
+	res.genMs = ms(time.Since(start))
+	s.metrics.countImages(m.name, n, n*steps, res.lib.Denoise/1000)
+	return res, nil
 }
 
 // writeImagesJSON writes OpenAI's answer {"created", "output_format", "size", "data": [{"b64_json", "seed"}],
@@ -642,7 +743,7 @@ func writeImagesJSON(w http.ResponseWriter, size string, pngs [][]byte, facts ap
 }
 
 // checkImageRequest applies the server's limits and the model's size rules, each refusal naming the field.
-func (s *Server) checkImageRequest(m *servedModel, req *imageRequest) *apiError {
+func (s *Server) checkImageRequest(m *servedModel, req *imageRequest, pngAnswer bool) *apiError {
 	mult := int(max(m.info.ImageSizeMultiple, 1))
 	if req.Width == 0 && req.Height == 0 {
 		req.Width, req.Height = cutenative.DefaultImageSize, cutenative.DefaultImageSize
@@ -683,6 +784,10 @@ func (s *Server) checkImageRequest(m *servedModel, req *imageRequest) *apiError 
 			Message: "partial_images: previews are not produced; leave it 0 (stream_options.include_progress reports steps)"}
 	case req.LoRAScale != nil && (math.IsNaN(*req.LoRAScale) || math.IsInf(*req.LoRAScale, 0)):
 		return badRequest("lora_scale: must be finite")
+	case req.Seed != nil && *req.Seed > math.MaxInt64-int64(req.N-1):
+		return badRequest(fmt.Sprintf("seed: image i uses seed + i: at most %d for n = %d", math.MaxInt64-int64(req.N-1), req.N))
+	case pngAnswer && req.N != 1:
+		return badRequest("n: Accept: image/png answers one image; ask for n = 1 or for JSON")
 	}
 	return nil
 }
@@ -691,9 +796,14 @@ func (s *Server) checkImageRequest(m *servedModel, req *imageRequest) *apiError 
 var pngLevels = map[string]png.CompressionLevel{"speed": png.BestSpeed, "default": png.DefaultCompression,
 	"best": png.BestCompression, "none": png.NoCompression}
 
+// pngSlots bounds the PNG encodings running at once (each is a core's work: ~0.1-0.3 s a megapixel) to the cores.
+var pngSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
+
 func (s *Server) encodePNGs(images []*cutenative.Image) ([][]byte, *apiError) {
 	enc := png.Encoder{CompressionLevel: pngLevels[s.cfg.PNGCompression]} // "" (a Config built by hand): Go's default
 	out := make([][]byte, len(images))
+	pngSlots <- struct{}{}
+	defer func() { <-pngSlots }()
 	for i, img := range images {
 		var b bytes.Buffer
 		b.Grow(len(img.Pix)*4/3 + 4096) // a PNG of noise is ~4.1 bytes a pixel; no regrowth copies
@@ -709,44 +819,95 @@ func (s *Server) encodePNGs(images []*cutenative.Image) ([][]byte, *apiError) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// streamImages answers with server-sent events: opt-in progress events (event: progress), a keep-alive comment
-// every 15 s, then image_generation.completed per image, or an error event if the call fails after the stream began.
-func (s *Server) streamImages(w http.ResponseWriter, rq *requestScope, run func() (imageResult, error), progress <-chan [2]uint64,
+// streamImages answers with server-sent events (the job already admitted, so a full queue was still a 429): opt-in
+// progress events (event: image_generation.progress), a keep-alive comment every 15 s, then one
+// image_generation.completed per image, or an error event if the call fails (or the deadline passes) after the
+// stream began.
+func (s *Server) streamImages(w http.ResponseWriter, rq *requestScope, wait func() (imageResult, error), progress <-chan [2]uint64,
 	req *imageRequest, facts api.ImageFacts, size string, routeMs float64, t0 time.Time) *apiError {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	send := func(event string, v any) bool {
-		body, err := json.Marshal(v)
-		if err != nil {
+	_ = rc.Flush()
+	event := func(name string, write func() error) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: ", name); err != nil {
 			return false
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, body); err != nil {
+		if err := write(); err != nil {
+			return false
+		}
+		if _, err := io.WriteString(w, "\n\n"); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
-	_ = rc.Flush()
+	sendJSON := func(name string, v any) bool {
+		body, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		return event(name, func() error { _, err := w.Write(body); return err })
+	}
 	type outcome struct {
 		res imageResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := run()
+		res, err := wait()
 		done <- outcome{res, err}
 	}()
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	start := time.Now()
+	finish := func(o outcome) *apiError {
+		if o.err != nil {
+			sendJSON("error", errorBody(fromError(o.err)))
+			return nil // the status was sent; the error went as an event
+		}
+		tEnc := time.Now()
+		pngs, e := s.encodePNGs(o.res.images)
+		if e != nil {
+			sendJSON("error", errorBody(e))
+			return nil
+		}
+		facts.Timings = o.res.timings(routeMs, ms(time.Since(tEnc)), t0)
+		tail, err := json.Marshal(facts)
+		if err != nil {
+			return nil
+		}
+		for i, p := range pngs {
+			// Written by hand so that the base64 streams from the PNG (as the JSON answer does).
+			ok := event("image_generation.completed", func() error {
+				if _, err := fmt.Fprintf(w, `{"type":"image_generation.completed","created_at":%d,"size":%q,"output_format":"png","image_index":%d,"seed":%d,"b64_json":"`,
+					time.Now().Unix(), size, i, facts.Seeds[i]); err != nil {
+					return err
+				}
+				enc := base64.NewEncoder(base64.StdEncoding, w)
+				if _, err := enc.Write(p); err != nil {
+					return err
+				}
+				if err := enc.Close(); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(w, `","cutenative":%s}`, tail)
+				return err
+			})
+			pngs[i] = nil
+			if !ok {
+				return nil
+			}
+		}
+		return nil
+	}
 	for {
 		select {
 		case p := <-progress:
 			if req.Progress {
-				send("progress", map[string]any{"type": "image_generation.progress", "image_index": int(p[0]-1) / max(facts.Steps, 1),
-					"step": p[0], "total": p[1], "elapsed_ms": ms(time.Since(start))})
+				sendJSON("image_generation.progress", map[string]any{"type": "image_generation.progress",
+					"image_index": int(p[0]-1) / max(facts.Steps, 1), "step": p[0], "total": p[1], "elapsed_ms": ms(time.Since(start))})
 			}
 		case <-keep.C:
 			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
@@ -754,28 +915,15 @@ func (s *Server) streamImages(w http.ResponseWriter, rq *requestScope, run func(
 				_ = rc.Flush()
 			}
 		case o := <-done:
-			if o.err != nil {
-				e := fromError(o.err)
-				send("error", errorBody(e))
-				return nil // the status was sent; the error went as an event
-			}
-			tEnc := time.Now()
-			pngs, e := s.encodePNGs(o.res.images)
-			if e != nil {
-				send("error", errorBody(e))
+			return finish(o)
+		case <-rq.ctx.Done():
+			// The job ends at its next step. A client that went away reads nothing more; past the deadline the
+			// outcome is sent (the deadline's error event, or images that finished at that instant).
+			o := <-done
+			if errors.Is(rq.ctx.Err(), context.Canceled) {
 				return nil
 			}
-			facts.Timings = o.res.timings(routeMs, ms(time.Since(tEnc)), t0)
-			for i, p := range pngs {
-				send("image_generation.completed", map[string]any{"type": "image_generation.completed",
-					"b64_json": base64.StdEncoding.EncodeToString(p), "created_at": time.Now().Unix(), "size": size,
-					"output_format": "png", "image_index": i, "seed": facts.Seeds[i], "cutenative": facts})
-			}
-			return nil
-		case <-rq.ctx.Done():
-			o := <-done // the call ends at its next step (the job's context is the request's)
-			_ = o
-			return nil
+			return finish(o)
 		}
 	}
 }

@@ -200,18 +200,32 @@ func (alone) run(ctx context.Context, batch []*job) []jobResult {
 // ends while it runs, and counts it in q's metrics. series is what the call forecasts, for
 // cutenative_batch_series (0: it forecasts none). See the top of this file for the endpoint's side.
 func runAlone[T any](ctx context.Context, q *jobQueue, series int, est float64, call func(context.Context) (T, error)) (T, error) {
-	j := &job{ctx: ctx, policy: alone{}, units: series, est: est,
-		payload: func(ctx context.Context) (any, error) { return call(ctx) }}
-	var zero T
-	if err := q.submit(j); err != nil {
+	wait, err := submitAlone(ctx, q, series, est, call)
+	if err != nil {
+		var zero T
 		return zero, err
 	}
-	r := j.wait(ctx)
-	if r.err != nil {
-		return zero, r.err
+	return wait()
+}
+
+// submitAlone is runAlone in two halves: the job is admitted to q (or refused) now, and wait returns its result; an
+// endpoint that answers with a stream refuses a full queue with its status before it writes the stream's header.
+func submitAlone[T any](ctx context.Context, q *jobQueue, series int, est float64, call func(context.Context) (T, error)) (
+	wait func() (T, error), err error) {
+	j := &job{ctx: ctx, policy: alone{}, units: series, est: est,
+		payload: func(ctx context.Context) (any, error) { return call(ctx) }}
+	if err := q.submit(j); err != nil {
+		return nil, err
 	}
-	v, _ := r.value.(T) // a nil interface value is T's zero value, not a panic
-	return v, nil
+	return func() (T, error) {
+		var zero T
+		r := j.wait(ctx)
+		if r.err != nil {
+			return zero, r.err
+		}
+		v, _ := r.value.(T) // a nil interface value is T's zero value, not a panic
+		return v, nil
+	}, nil
 }
 
 // jobQueue is one model lane: a bounded FIFO of jobs and a worker that turns them into calls, one at a time,

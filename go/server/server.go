@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cutenative/cutenative/go/cutenative"
 	"github.com/cutenative/cutenative/go/lora"
 )
 
@@ -41,6 +42,12 @@ type Server struct {
 	keyInflight []atomic.Int64 // per API key: requests admitted and not yet answered
 
 	loras atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
+
+	adaptersMu     sync.Mutex
+	adapters       *catalogAdapters      // the catalog in service's adapters (attachAdapters)
+	retired        []*cutenative.Adapter // dropped by a reload, freed after a grace period (closeLater)
+	adaptersClosed bool                  // Close began: no catalog attaches adapters any more
+	adapterGrace   time.Duration         // tests: how long a dropped adapter lives (0: 2 × Timeout)
 
 	endpointNames map[string]string // route pattern -> its name in metrics (set by Handler)
 
@@ -73,6 +80,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.LoRACatalog != "" && cfg.EmbedModel == "" && cfg.Embedder == nil {
 		return nil, errors.New("server: a LoRA catalog needs a sentence-embedding model (EmbedModel)")
+	}
+	if cfg.LoRADir != "" && cfg.LoRACatalog == "" {
+		return nil, errors.New("server: lora-dir names where a LoRA catalog's files are, and no catalog is set (lora-catalog)")
+	}
+	if cfg.LoRADefault == "auto" && (cfg.LoRACatalog == "" || cfg.LoRADir == "") {
+		return nil, errors.New(`server: lora-default "auto" routes through a LoRA catalog's adapters: it needs lora-catalog and lora-dir`)
 	}
 	if cfg.LongSlots == 0 {
 		cfg.LongSlots = max(1, runtime.GOMAXPROCS(0)-1)
@@ -178,6 +191,9 @@ func (s *Server) Close() {
 			m.short.close()
 			m.long.close()
 		}
+	}
+	s.closeAdapters() // after the queued work, before the models they were loaded against
+	for _, m := range models {
 		if m.model != nil {
 			m.model.Close()
 		}

@@ -275,12 +275,24 @@ TEST_F(ZImageLora, RefusalsNameTheFileAndTheReason) {
                       std::map<std::string, at::Tensor>{{"transformer.layers.0.attention.to_q.lora_A.weight", at::ones({2, D})},
                                                         {"transformer.layers.0.attention.to_q.lora_B.weight", at::ones({D, 2})}});
     auto huge = cn::Adapter::load(dir.path + "/ones.safetensors", {}, targets, dev, &m);  // B @ A = 2 everywhere: x 3e38 is Inf
+    // Switched to first from a set in use: the failure must leave the weights as loaded, and that set, asked for
+    // again, must be fused again rather than joined.
+    at::Tensor fused_once;
+    {
+        const auto lease = m.adapter_host()->hold({{huge, 1.0f}}, run);
+        fused_once = weight(m, "layers.0.attention.to_q").clone();
+    }
+    EXPECT_FALSE(at::equal(fused_once, before));
     try {
         (void)m.adapter_host()->hold({{huge, 3e38f}}, run);
         ADD_FAILURE() << "a 3e38 scale fused";
     } catch (const cn::Error& e) {
         EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
     }
+    EXPECT_TRUE(at::equal(weight(m, "layers.0.attention.to_q"), before));
+    { const auto lease = m.adapter_host()->hold({{huge, 1.0f}}, run); }
+    EXPECT_TRUE(at::equal(weight(m, "layers.0.attention.to_q"), fused_once));
+    { const auto lease = m.adapter_host()->hold({}, run); }
     EXPECT_TRUE(at::equal(weight(m, "layers.0.attention.to_q"), before));
     // An adapter of another model.
     cn::GenerateRequest req;
