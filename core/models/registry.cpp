@@ -12,6 +12,8 @@
 #include "core/models/chronos2/chronos2_model.h"
 #include "core/models/kronos/kronos_config.h"
 #include "core/models/kronos/kronos_model.h"
+#include "core/models/toto/toto_config.h"
+#include "core/models/toto/toto_model.h"
 #include "core/models/zimage/zimage_config.h"
 #include "core/models/zimage/zimage_model.h"
 #include "core/runtime/cpu_numerics.h"
@@ -40,6 +42,7 @@ const std::vector<Architecture>& architectures() {
         {"chronos2", chronos2::is_chronos2, chronos2::load_chronos2},
         {"bert", bert::is_bert, bert::load_bert, embedding_near_miss},
         {"kronos", kronos::is_kronos, kronos::load_kronos, kronos_near_miss},
+        {"toto", toto::is_toto, toto::load_toto},
     };
     return table;
 }

@@ -90,6 +90,12 @@ struct ForecastRequest {
     int32_t top_k = 0;
     float top_p = 0.9f;
     int32_t sample_count = 1;
+    // Toto's decoding (cn_forecast_request_set_decoding): sample paths per model call (0: all of sample_count in
+    // one), the KV cache over patches (the reference's default), and the mixture's mean rolled out instead of
+    // samples.
+    int32_t samples_per_batch = 0;
+    bool kv_cache = true;
+    bool mean_rollout = false;
 };
 
 struct ForecastShape {

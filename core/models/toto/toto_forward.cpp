@@ -1,0 +1,283 @@
+// Every op below mirrors one op of the reference (file and function named), in its order and on tensors of the
+// same shapes and strides: CPU kernels pick their path by contiguity (at::linear: addmm for a contiguous input,
+// matmul + add_ otherwise) and reductions by layout, so a "same formula" rewrite would not give the same bits.
+#include "core/models/toto/toto_forward.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+
+#include "core/common/status.h"
+
+namespace cn::toto {
+namespace {
+
+// scaler.py compute_causal_statistics (dim -1, minimum_scale 0.1, Bessel correction) and CausalPatchStdMeanScaler:
+// the float64 causal (Welford) mean and std, clamped to within 10^±e of the prefix's global std, taken at each
+// patch's last step and repeated over the patch.
+struct Scaled {
+    at::Tensor scaled, loc, scale;
+};
+Scaled causal_patch_scale(const TotoConfig& c, const at::Tensor& data, const at::Tensor& padding_mask, int64_t prefix_length) {
+    constexpr double kMinimumScale = 0.1;
+    at::Tensor weights = at::ones_like(data) * padding_mask;
+    const at::Tensor x = data.to(at::kDouble);
+    const at::Tensor w = weights.to(at::kDouble);
+    at::Tensor weighted = w * x;
+    const at::Tensor cum_w = at::cumsum(w, -1);
+    const at::Tensor cum_v = at::cumsum(weighted, -1);
+    const at::Tensor den = cum_w.clamp_min(1.0);
+    at::Tensor means = cum_v / den;
+    at::Tensor shifted = at::zeros_like(means);
+    const int64_t L = data.size(-1);
+    shifted.narrow(-1, 1, L - 1).copy_(means.narrow(-1, 0, L - 1));
+    const at::Tensor delta = x - shifted;
+    const at::Tensor increment = delta * (x - means) * w;
+    const at::Tensor m2 = at::cumsum(increment, -1);
+    const at::Tensor variance = m2 / at::clamp(den - 1.0, 1.0);
+    at::Tensor scale = at::sqrt(variance + kMinimumScale);
+    if (c.stabilize_with_global) {
+        at::Tensor pad = padding_mask;
+        at::Tensor prefix_mask = at::zeros_like(weights);
+        prefix_mask.narrow(-1, 0, std::min(prefix_length, L)).fill_(1.0);
+        weighted = weighted * prefix_mask;
+        weights = weights * prefix_mask;
+        pad = pad * prefix_mask;
+        const double smin = std::pow(10.0, -c.scale_factor_exponent), smax = std::pow(10.0, c.scale_factor_exponent);
+        const at::Tensor gden = (weights * pad).sum(-1, /*keepdim=*/true).clamp_min(1.0);
+        at::Tensor gmean = weighted.sum(-1, true) / gden;
+        gmean = at::nan_to_num(gmean);
+        const at::Tensor gvar = at::pow((x - gmean) * weights * pad, 2).sum(-1, true) / gden;
+        const at::Tensor gscale = at::sqrt(gvar + kMinimumScale);
+        const at::Tensor expanded = gscale.expand_as(scale);
+        const at::Tensor lo = expanded * smin, hi = expanded * smax;
+        const at::Tensor floor = at::scalar_tensor(kMinimumScale, at::TensorOptions().dtype(at::kFloat).device(scale.device()));
+        scale = at::clamp(scale, at::maximum(floor, lo), hi);
+    }
+    means = means.to(data.scalar_type());
+    scale = scale.to(data.scalar_type());
+    const int64_t P = c.patch_size;
+    auto per_patch = [&](const at::Tensor& t) {  // unfold(-1, P, P)[..., -1], repeated "b v p -> b v (p s)"
+        const at::Tensor last = t.unfold(-1, P, P).select(-1, P - 1);
+        return last.unsqueeze(-1).expand({last.size(0), last.size(1), last.size(2), P}).reshape({last.size(0), last.size(1), L});
+    };
+    Scaled s;
+    s.loc = per_patch(means);
+    s.scale = per_patch(scale);
+    s.scaled = (data - s.loc) / s.scale;
+    return s;
+}
+
+// nn.Linear as the reference runs it: its weight is an nn.Parameter, which requires grad even under no_grad, and
+// at::matmul then folds a non-contiguous input of 3+ dims into one mm (a view when the leading dims allow it)
+// before linear's add_ of the bias, where a weight without grad takes the batched path (other roundings).
+// Contiguous inputs take addmm either way. The one non-contiguous input here is the cached decode step's patch.
+at::Tensor param_linear(const at::Tensor& x, const layers::Linear& l) {
+    if (x.dim() <= 2 || x.is_contiguous()) return at::linear(x, l.w, l.b);
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = l.w.size(0);
+    at::Tensor out = at::_unsafe_view(at::mm(x.reshape({-1, x.size(-1)}), l.w.t()), shape);
+    return out.add_(l.b);
+}
+
+// util.py RMSNorm (the Python path, eps 1e-8).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) {
+    const at::Tensor x_normed = x / at::sqrt(at::mean(x * x, {-1}, /*keepdim=*/true) + 1e-8);
+    return x_normed * scale;
+}
+
+// rotary_embedding_torch rotate_half: pairs (x0, x1) -> (-x1, x0).
+at::Tensor rotate_half(const at::Tensor& x) {
+    std::vector<int64_t> pairs(x.sizes().begin(), x.sizes().end());
+    pairs.back() /= 2;
+    pairs.push_back(2);
+    const at::Tensor r = x.reshape(pairs);
+    const auto parts = r.unbind(-1);
+    return at::stack({-parts[1], parts[0]}, -1).reshape(x.sizes());
+}
+
+// rotary_embedding_torch apply_rotary_emb over the whole head dimension (the empty left and right parts of its cat
+// only copy).
+at::Tensor apply_rotary(const at::Tensor& freqs, const at::Tensor& t, const at::Tensor& scale) {
+    const at::Tensor out = (t * freqs.cos() * scale) + (rotate_half(t) * freqs.sin() * scale);
+    return at::cat({t.narrow(-1, 0, 0), out, t.narrow(-1, t.size(-1), 0)}, -1);
+}
+
+// rope.py TimeAwareRotaryEmbedding.rotate_queries_and_keys for q, k [rows, heads, S, head_dim] at positions
+// offset .. offset + S - 1, xPos centred on floor(max position / 2) of this call.
+std::pair<at::Tensor, at::Tensor> rotate(const Rotary& rot, const at::Tensor& q, const at::Tensor& k, int64_t offset) {
+    const int64_t S = q.size(-2);
+    const at::Tensor seq = at::arange(S, q.options()) + offset;  // get_seq_pos (/ interpolate_factor 1 is exact)
+    at::Tensor freqs = at::einsum("...,f->...f", {seq.to(rot.freqs.scalar_type()), rot.freqs});
+    freqs = freqs.unsqueeze(-1).expand({S, freqs.size(-1), 2}).reshape({S, 2 * freqs.size(-1)});
+    const at::Tensor power = (seq - at::floor_divide(std::get<0>(seq.max(-1)).unsqueeze(-1), 2)) / 512;
+    at::Tensor scale = at::pow(rot.xpos, power.unsqueeze(-1));
+    scale = at::cat({scale, scale}, -1).to(q.scalar_type());
+    return {apply_rotary(freqs, q, scale).to(q.scalar_type()), apply_rotary(freqs, k, at::pow(scale, -1)).to(k.scalar_type())};
+}
+
+// attention.py BaseMultiheadAttention.forward without xformers; time-wise or space-wise.
+at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, const at::Tensor& x, const at::Tensor& space_mask,
+                     KvCache* cache, int64_t time_layer) {
+    const int64_t B = x.size(0), V = x.size(1), S = x.size(2), D = x.size(3), H = c.num_heads, hd = c.head_dim();
+    if (!l.spacewise) {
+        const at::Tensor xi = x.reshape({B * V, S, D});  // "b v s d -> (b v) s d"
+        const at::Tensor qkv = at::linear(xi.contiguous(), l.qkv.w, l.qkv.b);
+        // "bv s (qkv hd nh) -> qkv bv nh s hd": the split is head-minor
+        const auto parts = qkv.reshape({B * V, S, 3, hd, H}).permute({2, 0, 4, 1, 3}).unbind(0);
+        const int64_t offset = cache ? cache->length(time_layer) : 0;
+        auto [q, k] = rotate(rot, parts[0], parts[1], offset);
+        at::Tensor v = parts[2];
+        if (cache) std::tie(k, v) = cache->append(time_layer, k, v);
+        q = q.contiguous();
+        k = k.contiguous().to(q.scalar_type());
+        v = v.contiguous().to(q.scalar_type());
+        const at::Tensor o = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/offset == 0);
+        // "(b v) nh s hd -> b v s (nh hd)": the merge is head-major
+        const at::Tensor merged = o.reshape({B, V, H, S, hd}).permute({0, 1, 3, 2, 4}).reshape({B, V, S, D});
+        return at::linear(merged, l.out.w, l.out.b);
+    }
+    const at::Tensor xi = x.permute({0, 2, 1, 3}).reshape({B * S, V, D});  // "b v s d -> (b s) v d"
+    const at::Tensor qkv = at::linear(xi.contiguous(), l.qkv.w, l.qkv.b);
+    const auto parts = qkv.reshape({B * S, V, 3, hd, H}).permute({2, 0, 4, 1, 3}).unbind(0);
+    const at::Tensor q = parts[0].contiguous();
+    const at::Tensor k = parts[1].contiguous().to(q.scalar_type());
+    const at::Tensor v = parts[2].contiguous().to(q.scalar_type());
+    const at::Tensor o = at::scaled_dot_product_attention(q, k, v, space_mask, 0.0, /*is_causal=*/false);
+    const at::Tensor merged =
+        o.reshape({B, S, H, V, hd}).permute({0, 3, 1, 2, 4}).reshape({B, V, S, D});  // "(b s) nh v hd -> b v s (nh hd)"
+    return at::linear(merged, l.out.w, l.out.b);
+}
+
+// transformer.py TransformerLayer.forward: pre-norm attention and SwiGLU (the gate is the first half).
+at::Tensor layer(const TotoConfig& c, const Layer& l, const Rotary& rot, const at::Tensor& x, const at::Tensor& space_mask, KvCache* cache,
+                 int64_t time_layer) {
+    const at::Tensor h = x + attention(c, l, rot, rms_norm(x, l.norm1), space_mask, cache, time_layer).contiguous();
+    const at::Tensor u = at::linear(rms_norm(h, l.norm2), l.up.w, l.up.b);
+    const auto gv = u.chunk(2, -1);
+    const at::Tensor z = at::silu(gv[0]) * gv[1];
+    return h + at::linear(z, l.down.w, l.down.b);
+}
+
+}  // namespace
+
+Rotary make_rotary(int64_t head_dim, c10::Device device) {
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    Rotary r;
+    // RotaryEmbedding.__init__ ('lang'): 1. / (theta ** (arange(0, dim, 2)[:dim // 2].float() / dim)), theta 10000.0
+    const at::Tensor exponents = at::arange(0, head_dim, 2, at::TensorOptions().dtype(at::kLong).device(device)).to(at::kFloat) / head_dim;
+    r.freqs = at::pow(c10::Scalar(10000.0), exponents).reciprocal() * 1.0;
+    // xPos: (arange(0, dim, 2) + 0.4 * dim) / (1.4 * dim), int64 + double -> fp32
+    const at::Tensor ar = at::arange(0, head_dim, 2, at::TensorOptions().dtype(at::kLong).device(device));
+    r.xpos = (ar + 0.4 * static_cast<double>(head_dim)) / (1.4 * static_cast<double>(head_dim));
+    (void)f32;
+    return r;
+}
+
+KvCache::KvCache(const TotoConfig& cfg, int64_t rows, int64_t max_patches, c10::Device device, c10::ScalarType dtype) : max_(max_patches) {
+    const int64_t n = std::max<int64_t>(1, cfg.time_layers());
+    const auto o = at::TensorOptions().dtype(dtype).device(device);
+    keys_ = at::zeros({n, rows, cfg.num_heads, max_patches, cfg.head_dim()}, o);
+    values_ = at::zeros_like(keys_);
+    len_.assign(static_cast<size_t>(n), 0);
+}
+
+std::pair<at::Tensor, at::Tensor> KvCache::append(int64_t tl, const at::Tensor& k, const at::Tensor& v) {
+    int64_t& len = len_[static_cast<size_t>(tl)];
+    const int64_t n = k.size(2);
+    if (len + n > max_) fail(Status::kInternal, "toto: KV cache of " + std::to_string(max_) + " patches exceeded");
+    keys_[tl].narrow(2, len, n).copy_(k);
+    values_[tl].narrow(2, len, n).copy_(v);
+    len += n;
+    return {keys_[tl].narrow(2, 0, len), values_[tl].narrow(2, 0, len)};
+}
+
+void KvCache::reset() {
+    keys_.zero_();
+    values_.zero_();
+    std::fill(len_.begin(), len_.end(), 0);
+}
+
+Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, const at::Tensor& inputs, const at::Tensor& padding_mask,
+                int64_t prefix_length, KvCache* cache, Trace* trace) {
+    const int64_t P = c.patch_size, D = c.embed_dim;
+    // backbone.py TotoBackbone.backbone
+    const Scaled s = causal_patch_scale(c, inputs, padding_mask, prefix_length);
+    at::Tensor scaled = s.scaled;
+    if (cache) {
+        const int64_t prefix = P * cache->length(0);
+        scaled = scaled.narrow(-1, prefix, scaled.size(-1) - prefix);  // a view: the decode step's embedding is matmul + add_
+    }
+    // embedding.py PatchEmbedding
+    at::Tensor x = param_linear(scaled.unfold(-1, P, P), w.patch_embed);
+    if (trace) {
+        trace->loc = s.loc;
+        trace->scale = s.scale;
+        trace->scaled = s.scaled;
+        trace->embed = x;
+    }
+    // transformer.py Transformer.forward: the space-wise mask from the id mask (all zeros: a task's variates all see
+    // each other), [B * S, heads, V, V] bool, contiguous.
+    const int64_t B = x.size(0), V = x.size(1), S = x.size(2);
+    const at::Tensor space_mask =
+        at::ones({B * S, 1, V, V}, at::TensorOptions().dtype(at::kBool).device(x.device())).expand({B * S, c.num_heads, V, V}).contiguous();
+    int64_t time_layer = 0;
+    for (const Layer& l : w.layers) {
+        x = layer(c, l, rot, x, space_mask, cache, time_layer);
+        if (!l.spacewise) ++time_layer;
+        if (trace) trace->layers.push_back(x);
+    }
+    // Unembedding: "b v n (p e) -> b v (n p) e"
+    const at::Tensor u = at::linear(x, w.unembed.w, w.unembed.b).reshape({B, V, S * P, D});
+    // distribution.py MixtureOfStudentTsOutput
+    const double eps = std::numeric_limits<float>::epsilon();
+    Mixture m;
+    m.df = at::softplus(at::linear(u, w.df.w, w.df.b)).clamp_min(eps) + 2.0;
+    m.loc = at::linear(u, w.loc.w, w.loc.b);
+    m.scale = at::softplus(at::linear(u, w.scale.w, w.scale.b)).clamp_min(eps);
+    const at::Tensor probs = at::softmax(at::linear(u, w.mixture_weights.w, w.mixture_weights.b), -1);
+    m.probs = probs / probs.sum(-1, /*keepdim=*/true);  // torch.distributions.Categorical(probs=...)
+    m.patch_loc = s.loc;
+    m.patch_scale = s.scale;
+    if (trace) {
+        trace->df = m.df;
+        trace->loc_k = m.loc;
+        trace->scale_k = m.scale;
+        trace->probs = m.probs;
+    }
+    return m;
+}
+
+at::Tensor sample(const Mixture& m, at::Generator& gen) {
+    const int64_t R = m.df.size(0), V = m.df.size(1), T = m.df.size(2), K = m.df.size(3);
+    // MixtureSameFamily.sample: Categorical.sample (multinomial: exponential_ draws), then the components' rsample.
+    const at::Tensor idx = at::multinomial(m.probs.reshape({-1, K}), 1, /*replacement=*/true, gen).t().reshape({R, V, T});
+    // StudentT.rsample: X ~ N(0, 1); Z ~ Chi2(df) = Gamma(df / 2, rate 0.5); loc + scale * X * rsqrt(Z / df)
+    const at::Tensor X = at::empty({R, V, T, K}, m.df.options()).normal_(0.0, 1.0, gen);
+    const at::Tensor concentration = m.df * 0.5;
+    at::Tensor Z = at::_standard_gamma(concentration.expand({R, V, T, K}), gen) / at::full({}, 0.5, m.df.options()).expand({R, V, T, K});
+    Z.clamp_(std::numeric_limits<float>::min());
+    const at::Tensor Y = X * at::rsqrt(Z / m.df);
+    const at::Tensor comp = m.loc + m.scale * Y;
+    const at::Tensor chosen = at::gather(comp, 3, idx.reshape({R, V, T, 1}).repeat({1, 1, 1, 1})).squeeze(3);
+    // AffineTransformed over the last T steps: loc + scale * x
+    const int64_t L = m.patch_loc.size(-1);
+    return m.patch_loc.narrow(-1, L - T, T) + m.patch_scale.narrow(-1, L - T, T) * chosen;
+}
+
+at::Tensor mean(const Mixture& m) {
+    // MixtureSameFamily.mean (StudentT.mean is loc for df > 1, always here), then AffineTransformed.mean.
+    const at::Tensor base = at::sum(m.probs * m.loc.clone(at::MemoryFormat::Contiguous), {-1});
+    const int64_t L = m.patch_loc.size(-1), T = m.df.size(2);
+    return base * m.patch_scale.narrow(-1, L - T, T) + m.patch_loc.narrow(-1, L - T, T);
+}
+
+at::Tensor replace_extreme(const at::Tensor& t) {
+    const double big = static_cast<double>(std::numeric_limits<float>::max()) / 2;
+    const at::Tensor extreme = at::logical_or(at::logical_or(at::isinf(t), at::isnan(t)), t.abs() >= big);
+    return at::where(extreme, at::scalar_tensor(0.0, t.options()), t);
+}
+
+}  // namespace cn::toto

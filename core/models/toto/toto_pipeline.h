@@ -1,0 +1,70 @@
+// Toto's forecast around the backbone (toto_forward.h), as TotoForecaster.forecast does it: a request's tasks (a
+// group's series are the variates of one multivariate series; a series without a group is a task of its own),
+// their checks and padding, batches of tasks the reference would forecast in one call, the autoregressive
+// rollout patch by patch (sampled, or the mixture's mean), and the statistics of the sample paths.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include "core/models/toto/toto_config.h"
+#include "core/models/toto/toto_forward.h"
+#include "core/runtime/requests.h"
+#include "core/runtime/run_context.h"
+
+namespace cn::toto {
+
+// Request limits, checked before anything proportional to them is allocated.
+constexpr int32_t kMaxSamplePaths = 4096;             // sample_count
+constexpr int64_t kMaxVariates = 1024;                // series of one task
+constexpr int64_t kMaxSteps = int64_t{1} << 16;       // padded history + rounded horizon of a task
+constexpr int64_t kMaxCallValues = int64_t{1} << 32;  // one model call's rows x steps x (embed_dim + 8 K): its activations
+
+// The default quantile levels (and those a request may name: any in (0, 1), ascending).
+std::vector<float> default_quantiles();
+
+struct Task {
+    std::vector<size_t> series;  // the variates, in request order
+    int64_t length = 0;          // the longest variate's history
+};
+
+struct Batch {
+    int64_t variates = 0, padded = 0;  // V, and the history left-padded to a whole number of patches
+    std::vector<size_t> members;       // task indices, in order of first appearance
+};
+
+struct Plan {
+    std::vector<Task> tasks;
+    std::vector<Batch> batches;
+    std::vector<float> levels;  // quantile levels of the outputs (none for the mean rollout)
+    int64_t sample_count = 0, samples_per_batch = 0, rounded = 0, calls = 0;
+};
+
+// The request's tasks, batches and decoding, checked (INVALID_ARGUMENT naming the field); values are checked by
+// forecast_batch.
+Plan make_plan(const ForecastRequest& req, const TotoConfig& cfg);
+
+// Outputs per series: the quantile levels then the mean ([series][levels + 1][horizon]; the mean rollout: the
+// mean alone).
+int64_t n_outputs(const Plan& plan);
+
+// What a call needs besides the request.
+struct Exec {
+    const TotoConfig& cfg;
+    const TotoWeights& w;
+    const Rotary& rot;
+    c10::Device device;
+    c10::ScalarType dtype;
+    at::Generator& gen;
+    RunContext& run;
+    Trace* trace = nullptr;  // the model call trace->call of this batch (parity tests)
+};
+
+// Forecasts one batch and writes its series' rows of `out` (and of `samples`, when given).
+void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan, const Batch& batch, float* out, float* samples);
+
+}  // namespace cn::toto
