@@ -274,15 +274,41 @@ func (s *Server) endpoint(name string, h func(http.ResponseWriter, *http.Request
 			http.StatusForbidden, http.StatusUnsupportedMediaType, http.StatusRequestTimeout:
 			s.metrics.refuse(name, cmpOr(e.reason, e.Code))
 		}
+		linger := false
 		switch e.Status {
-		case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusUnauthorized, http.StatusForbidden,
-			http.StatusUnsupportedMediaType, http.StatusRequestTimeout:
-			// Refused with its body unread (or read only in part): close the connection rather than read the rest,
-			// so that a slow or large body cannot hold a connection after its answer.
-			w.Header().Set("Connection", "close")
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusUnauthorized,
+			http.StatusForbidden, http.StatusUnsupportedMediaType, http.StatusRequestTimeout:
+			// Refused with its body perhaps unread (or read only in part): the connection closes after the answer,
+			// and the rest of the body is read and discarded for at most lingerTime first (nginx's lingering
+			// close): a client still writing its body would otherwise get a TCP reset that discards the answer
+			// from its receive buffer before it reads it. A slow or large body holds a connection lingerTime at
+			// most after its answer; nothing of it is kept.
+			if r.Body != nil && r.Body != http.NoBody {
+				linger = http.NewResponseController(w).EnableFullDuplex() == nil
+			}
+			if e.Status != http.StatusBadRequest {
+				w.Header().Set("Connection", "close")
+			}
 		}
 		writeError(w, e)
+		if linger {
+			s.linger(w, r)
+		}
 	}
+}
+
+// lingerTime bounds how long a refused request's unread body is drained after its answer (endpoint).
+const lingerTime = 2 * time.Second
+
+// linger flushes the answer, then reads and discards what is left of the request's body, at most MaxBodyBytes
+// and lingerTime.
+func (s *Server) linger(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, s.cfg.MaxBodyBytes))
 }
 
 // requestScope is what a request holds while the server works on it: its admission, its deadline, its share
