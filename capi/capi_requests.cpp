@@ -282,6 +282,21 @@ cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float tempe
     });
 }
 
+cn_status cn_forecast_request_set_decoding(cn_forecast_request* req, int32_t samples_per_batch, int kv_cache, int mean_rollout,
+                                           cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (samples_per_batch < 0 || samples_per_batch > 4096)
+            cn::fail(Status::kInvalidArgument, "samples_per_batch: must be in [0, 4096]");
+        if ((kv_cache != 0 && kv_cache != 1) || (mean_rollout != 0 && mean_rollout != 1)) {
+            cn::fail(Status::kInvalidArgument, "kv_cache, mean_rollout: must be 0 or 1");
+        }
+        req->r.samples_per_batch = samples_per_batch;
+        req->r.kv_cache = kv_cache == 1;
+        req->r.mean_rollout = mean_rollout == 1;
+    });
+}
+
 /* ---- generate requests ---- */
 
 cn_status cn_generate_request_create(cn_generate_request** out, cn_error* err) { return create(out, err); }

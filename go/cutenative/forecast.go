@@ -41,6 +41,14 @@ func DefaultSampling() Sampling {
 	return Sampling{Temperature: 1, TopK: 0, TopP: 0.9, SampleCount: 1}
 }
 
+// Decoding is how a forecaster that rolls out patch by patch (Toto) decodes; other models ignore it. The zero
+// value is the default: all sample paths in one model call, with the KV cache.
+type Decoding struct {
+	SamplesPerBatch int  // sample paths per model call; 0: all at once; else it must divide SampleCount
+	NoKVCache       bool // recompute every patch at each step (the reference's use_kv_cache=False: other numerics)
+	MeanRollout     bool // roll out the mixture's mean instead of sampling: one output, no samples, no quantiles
+}
+
 // Covariate is an input-only series attached to the task of Series[Series]. Set Past/Future for a
 // numeric covariate, or PastLabels/FutureLabels (nil entries = missing) for a categorical one.
 type Covariate struct {
@@ -68,12 +76,15 @@ type ForecastRequest struct {
 	Sampling      *Sampling
 	Seed          uint64
 	ReturnSamples bool
+	Decoding      *Decoding // Toto; nil: the zero Decoding
 }
 
-// Forecast holds a forecast, laid out [series][output][step]: an output per quantile level (Chronos-2), or
-// one, the mean path, for forecasters without quantiles (Kronos: Quantiles is nil).
+// Forecast holds a forecast, laid out [series][output][step]: an output per quantile level (Chronos-2), one, the
+// mean path, for forecasters without quantiles (Kronos: Quantiles is nil), or the sample paths' quantiles then
+// their mean (Toto: Mean is true; with Decoding.MeanRollout the mean path alone).
 type Forecast struct {
 	Quantiles []float32
+	Mean      bool // the last output is the mean path (Toto)
 	Horizon   int
 	NSeries   int
 	Values    []float32
@@ -85,10 +96,11 @@ type Forecast struct {
 
 // Outputs is the number of outputs per series and step: len(Quantiles), or 1 without quantiles.
 func (f *Forecast) Outputs() int {
-	if len(f.Quantiles) > 0 {
-		return len(f.Quantiles)
+	n := len(f.Quantiles)
+	if f.Mean {
+		n++
 	}
-	return 1
+	return max(n, 1)
 }
 
 // At returns the forecast of series s at output (quantile index) q and step h (0-based).
@@ -241,6 +253,23 @@ func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 			return fail(err)
 		}
 	}
+	if d := req.Decoding; d != nil {
+		if d.SamplesPerBatch < 0 || d.SamplesPerBatch > math.MaxInt32 {
+			return fail(invalid(fmt.Sprintf("samples_per_batch: %d does not fit in an int32 (at most 4096)", d.SamplesPerBatch)))
+		}
+		kv, mean := C.int(1), C.int(0)
+		if d.NoKVCache {
+			kv = 0
+		}
+		if d.MeanRollout {
+			mean = 1
+		}
+		if err := call("Forecast", func(e *C.cn_error) C.cn_status {
+			return C.cn_forecast_request_set_decoding(r, C.int32_t(d.SamplesPerBatch), kv, mean, e)
+		}); err != nil {
+			return fail(err)
+		}
+	}
 	return r, nil
 }
 
@@ -279,7 +308,13 @@ func (m *Model) Forecast(ctx context.Context, req *ForecastRequest) (*Forecast, 
 		}
 		f := &Forecast{Quantiles: append([]float32(nil), levels...), Horizon: int(shape.horizon), NSeries: int(shape.n_series),
 			NSamples: int(shape.n_samples)}
-		if uint64(shape.n_outputs) != uint64(f.Outputs()) {
+		switch n := int(shape.n_outputs); {
+		case n == f.Outputs(): // the quantiles (Chronos-2), or Kronos' mean path
+		case n == len(levels)+1: // Toto: the quantiles, then the mean
+			f.Mean = true
+		case n == 1 && req.Decoding != nil && req.Decoding.MeanRollout: // Toto's mean rollout
+			f.Quantiles, f.Mean = nil, true
+		default:
 			return &Error{Op: "Forecast", Status: StatusInternal, Message: "output shape disagrees with the quantile levels"}
 		}
 		f.Values = make([]float32, int(shape.n_values))

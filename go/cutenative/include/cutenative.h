@@ -1,6 +1,6 @@
 /*
  * cutenative.h: the one public C header of cutenative, a native inference runtime for time-series
- * forecasters (Chronos-2, Kronos), sentence embeddings and diffusion image generation (Z-Image).
+ * forecasters (Chronos-2, Kronos, Toto), sentence embeddings and diffusion image generation (Z-Image).
  *
  * C99 and C++; fixed-width integers, size_t, float, UTF-8 NUL-terminated strings and opaque handles only.
  * No struct is ever passed by value; every enum has explicit values.
@@ -83,7 +83,7 @@ extern "C" {
 /* ===================================================================================================== */
 
 #define CN_ABI_VERSION_MAJOR 0
-#define CN_ABI_VERSION_MINOR 5
+#define CN_ABI_VERSION_MINOR 6
 
 /* The ABI version of the loaded library. Either pointer may be NULL. Thread-safe; cannot fail. */
 CN_API void cn_abi_version(uint32_t* major, uint32_t* minor);
@@ -171,7 +171,7 @@ typedef enum cn_model_kind {
     CN_MODEL_KIND_KRONOS = 2,    /* forecast (OHLCV, sampled) */
     CN_MODEL_KIND_EMBEDDING = 3, /* embed */
     CN_MODEL_KIND_ZIMAGE = 4,    /* generate */
-    CN_MODEL_KIND_TOTO = 5       /* forecast (reserved) */
+    CN_MODEL_KIND_TOTO = 5       /* forecast (multivariate, sampled); since ABI 0.6 */
 } cn_model_kind;
 
 /* Execution modes. The contract: every mode computes the same function; outputs match fp32 EAGER within the
@@ -414,6 +414,14 @@ CN_API cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, con
  * top_p), top_p in (0, 1], sample_count ≥ 1 paths averaged into the mean. */
 CN_API cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float temperature, int32_t top_k, float top_p,
                                                   int32_t sample_count, cn_error* err);
+/* Decoding of forecasters that roll out patch by patch (Toto): `samples_per_batch` sample paths per model call
+ * (0, the default: all of sample_count in one; otherwise it must divide sample_count; like the reference's
+ * samples_per_batch it changes the sample stream of a seed), `kv_cache` 1 (the default and the reference's) or 0
+ * (every step recomputes every patch: the reference's use_kv_cache=False, other numerics from the third patch),
+ * `mean_rollout` 1 to roll out the mixture's mean instead of sampling (one output per series, no samples, no
+ * quantiles). Other models ignore it. Since ABI 0.6. */
+CN_API cn_status cn_forecast_request_set_decoding(cn_forecast_request* req, int32_t samples_per_batch, int kv_cache, int mean_rollout,
+                                                  cn_error* err);
 
 /* Shape of a forecast's outputs. Fill with cn_forecast_shape_init first. */
 typedef struct cn_forecast_shape {
@@ -442,7 +450,8 @@ CN_API void cn_forecast_shape_init(cn_forecast_shape* shape);
 CN_API cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_request* req, cn_forecast_shape* shape, cn_error* err);
 
 /* Runs the forecast. `out` is caller-allocated with `out_count` ≥ shape.n_values floats, written as
- * [series][output][horizon] (quantile-major for Chronos-2). `samples` (may be NULL with samples_count 0)
+ * [series][output][horizon] (quantile-major for Chronos-2; Toto: its sample paths' quantiles at the request's
+ * levels (default 0.1 .. 0.9), then their mean; with mean_rollout the mean path alone). `samples` (may be NULL with samples_count 0)
  * receives [series][sample][output][horizon] for sampled forecasters. `opts` may be NULL.
  * Statuses: INVALID_ARGUMENT (the message names the field: empty/all-NaN series, Inf, horizon, covariate
  * lengths, buffer too small, ...), UNSUPPORTED (model kind cannot forecast), CANCELLED, DEADLINE_EXCEEDED,

@@ -16,6 +16,7 @@
 #include <ATen/Version.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -29,36 +30,21 @@
 #include "core/models/toto/toto_model.h"
 #include "core/runtime/model.h"
 #include "core/runtime/run_context.h"
+#include "tests/models/toto/toto_fixture.h"
 
 namespace {
 
-const std::string kDir = std::string(CN_FIXTURES_DIR) + "/toto";
+const std::string kDir = cn::test::toto_dir();
 
-const nlohmann::json& cases() {
-    static const nlohmann::json j = [] {
-        std::ifstream f(kDir + "/cases.json");
-        return nlohmann::json::parse(f);
-    }();
-    return j;
-}
+const nlohmann::json& cases() { return cn::test::toto_cases(); }
 
-// One tensor of cases.safetensors (F32, U8 or BOOL), as an at::Tensor.
+// One array of cases.safetensors (F32, or U8 for the masks), as an at::Tensor.
 at::Tensor fixture(const std::string& name) {
-    std::ifstream f(kDir + "/cases.safetensors", std::ios::binary);
-    uint64_t n = 0;
-    f.read(reinterpret_cast<char*>(&n), 8);
-    std::string header(n, '\0');
-    f.read(header.data(), static_cast<std::streamsize>(n));
-    const nlohmann::json h = nlohmann::json::parse(header);
-    if (!h.contains(name)) throw std::runtime_error("no fixture tensor " + name);
-    const auto& e = h.at(name);
-    const auto shape = e.at("shape").get<std::vector<int64_t>>();
-    const auto off = e.at("data_offsets").get<std::vector<uint64_t>>();
-    const std::string dtype = e.at("dtype");
-    const at::ScalarType st = dtype == "F32" ? at::kFloat : dtype == "F64" ? at::kDouble : at::kByte;
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(st));
-    f.seekg(static_cast<std::streamoff>(8 + n + off[0]));
-    f.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(off[1] - off[0]));
+    std::string dtype;
+    std::vector<int64_t> shape;
+    const std::vector<uint8_t> b = cn::test::toto_array(name, &dtype, &shape);
+    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype == "F32" ? at::kFloat : at::kByte));
+    std::memcpy(t.data_ptr(), b.data(), b.size());
     return t;
 }
 
