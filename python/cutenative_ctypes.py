@@ -41,7 +41,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---- #defines ------------------------------------------------------------------------------------------
 
 CN_ABI_VERSION_MAJOR = 0
-CN_ABI_VERSION_MINOR = 5
+CN_ABI_VERSION_MINOR = 6
 CN_CPU_BATCH_INVARIANT = 1
 CN_CPU_THREAD_INVARIANT = 2
 CN_FORECAST_MAX_VALUES = 268435456
@@ -217,6 +217,7 @@ PROTOTYPES = {
     "cn_forecast_request_set_quantiles": (_st, [_h, FLOAT_P, _sz, _h]),
     "cn_forecast_request_set_sampling": (_st, [_h, ctypes.c_float, ctypes.c_int32, ctypes.c_float,
                                                ctypes.c_int32, _h]),
+    "cn_forecast_request_set_decoding": (_st, [_h, ctypes.c_int32, ctypes.c_int, ctypes.c_int, _h]),
     "cn_forecast_shape_init": (None, [ctypes.POINTER(ForecastShape)]),
     "cn_forecast_get_shape": (_st, [_h, _h, ctypes.POINTER(ForecastShape), _h]),
     "cn_forecast": (_st, [_h, _h, _h, FLOAT_P, _sz, FLOAT_P, _sz, _h]),

@@ -101,7 +101,8 @@ struct ForecastRequest {
 struct ForecastShape {
     uint64_t n_series = 0, n_outputs = 0, horizon = 0, n_samples = 0;
     uint64_t n_values() const { return n_series * n_outputs * horizon; }
-    uint64_t n_sample_values() const { return n_series * n_samples * n_outputs * horizon; }
+    // A sample path is one output wide (Kronos' mean path, Toto's path), whatever the forecast's outputs are.
+    uint64_t n_sample_values() const { return n_series * n_samples * horizon; }
 };
 
 class Adapter;  // core/runtime/adapters.h

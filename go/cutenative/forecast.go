@@ -89,7 +89,7 @@ type Forecast struct {
 	NSeries   int
 	Values    []float32
 	// Sampled forecasters: NSamples paths per series (the request's sample count; 0 for other models), and
-	// with ReturnSamples every path in Samples, laid out [series][sample][output][step] (else nil).
+	// with ReturnSamples every path in Samples, laid out [series][sample][step] (a path is one output wide) (else nil).
 	NSamples int
 	Samples  []float32
 }

@@ -62,6 +62,7 @@ TEST(TotoCapi, ForecastEqualsTheReference) {
     ASSERT_EQ(cn_forecast_get_shape(f.m, f.req, &shape, f.err), CN_STATUS_OK) << cn_error_message(f.err);
     EXPECT_EQ(shape.n_outputs, 4u);
     EXPECT_EQ(shape.n_samples, 8u);
+    EXPECT_EQ(shape.n_sample_values, shape.n_series * shape.n_samples * shape.horizon);  // a path is one output wide
     cn_run_options* opts = nullptr;
     cn_run_options_create(&opts, f.err);
     cn_run_options_set_seed(opts, c["seed"].get<uint64_t>(), f.err);

@@ -194,6 +194,21 @@ std::pair<at::Tensor, at::Tensor> KvCache::append(int64_t tl, const at::Tensor& 
     return {keys_[tl].narrow(2, 0, len), values_[tl].narrow(2, 0, len)};
 }
 
+void KvCache::fill_repeated(const KvCache& src, int64_t copies) {
+    const int64_t rows = src.keys_.size(1);
+    if (keys_.size(1) != rows * copies || src.len_.size() != len_.size() || src.max_ > max_) {
+        fail(Status::kInternal, "toto: KV cache repetition of mismatched shapes");
+    }
+    for (size_t tl = 0; tl < len_.size(); ++tl) {
+        const int64_t n = src.len_[tl];
+        const int64_t t = static_cast<int64_t>(tl);
+        auto dst = [&](const at::Tensor& all) { return all[t].view({copies, rows, all.size(2), max_, all.size(4)}).narrow(3, 0, n); };
+        dst(keys_).copy_(src.keys_[t].narrow(2, 0, n).unsqueeze(0));
+        dst(values_).copy_(src.values_[t].narrow(2, 0, n).unsqueeze(0));
+        len_[tl] = n;
+    }
+}
+
 void KvCache::reset() {
     keys_.zero_();
     values_.zero_();
@@ -248,6 +263,16 @@ Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, co
         trace->probs = m.probs;
     }
     return m;
+}
+
+Mixture repeat_rows(const Mixture& m, int64_t copies) {
+    auto rep = [&](const at::Tensor& t) {
+        std::vector<int64_t> e(t.sizes().begin(), t.sizes().end()), r = e;
+        e.insert(e.begin(), copies);
+        r[0] *= copies;
+        return t.unsqueeze(0).expand(e).reshape(r);
+    };
+    return Mixture{rep(m.df), rep(m.loc), rep(m.scale), rep(m.probs), rep(m.patch_loc), rep(m.patch_scale)};
 }
 
 at::Tensor sample(const Mixture& m, at::Generator& gen) {

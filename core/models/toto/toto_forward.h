@@ -34,6 +34,9 @@ public:
     std::pair<at::Tensor, at::Tensor> append(int64_t time_layer, const at::Tensor& k, const at::Tensor& v);
     void reset();
     int64_t max_patches() const { return max_; }
+    // Fills this cache (rows = copies x src's rows) with `copies` repetitions of src's contents, repetition-major
+    // (row r holds src's row r mod src's rows): the reference's "(s b)" sample copies of one prefill.
+    void fill_repeated(const KvCache& src, int64_t copies);
 
 private:
     at::Tensor keys_, values_;
@@ -62,6 +65,9 @@ struct Trace {
 // does not hold yet go through the transformer (all at the first call, one after).
 Mixture forward(const TotoConfig& cfg, const TotoWeights& w, const Rotary& rot, const at::Tensor& inputs, const at::Tensor& padding_mask,
                 int64_t prefix_length, KvCache* cache, Trace* trace = nullptr);
+
+// The mixture of `copies` repetitions of m's rows, repetition-major ("(s b)"), materialised.
+Mixture repeat_rows(const Mixture& m, int64_t copies);
 
 // distr.sample() of the forecaster's AffineTransformed mixture: component indices (multinomial), normals, gammas,
 // in that order from `gen`; [rows, V, T] in the series' units.

@@ -31,6 +31,14 @@ public:
 
     cn_model_kind kind() const override { return CN_MODEL_KIND_TOTO; }
 
+protected:
+    // Eager: the reference's algorithm. Fused: the prefill once per series for all its sample copies (every
+    // device); the draws are eager's. Graph: not yet.
+    void apply_mode(cn_mode mode) override {
+        if (mode != CN_MODE_FUSED) Model::apply_mode(mode);
+    }
+
+public:
     void fill_info(cn_model_info& info) const override {
         Model::fill_info(info);
         info.context_length = kMaxSteps;
@@ -77,7 +85,8 @@ public:
         at::Generator gen = make_generator(options_.device, run.seed);
         // Outputs go to a buffer of our own first: a failure half-way leaves the caller's untouched.
         std::vector<float> result(n_values), paths(samples ? n_sample_values : 0);
-        const Exec x{cfg_, w_, rot_, options_.device, options_.dtype, gen, run, trace};
+        Exec x{cfg_, w_, rot_, options_.device, options_.dtype, gen, run, trace};
+        x.prefill_once = mode() == CN_MODE_FUSED;
         for (size_t i = 0; i < plan.batches.size(); ++i) {
             Exec xi = x;
             if (i > 0) xi.trace = nullptr;  // the trace is the first batch's

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -173,11 +175,25 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
     const at::Tensor dummy = at::ones({R, V, P}, pmask.options());
     std::unique_ptr<KvCache> cache;
     if (req.kv_cache) cache = std::make_unique<KvCache>(c, R * V, max_patches, x.device, x.dtype);
+    // Fused mode: the prefill of the B series, once, and its cache (repeated into each sample batch's).
+    std::optional<Mixture> prefill;
+    std::unique_ptr<KvCache> prefill_cache;
+    if (x.prefill_once && cache) {
+        prefill_cache = std::make_unique<KvCache>(c, B * V, L / P, x.device, x.dtype);
+        prefill = call(inputs, pmask, prefill_cache.get());
+    }
     std::vector<at::Tensor> all;
     for (int64_t nb = 0; nb < S / sbs; ++nb) {
         at::Tensor in = rin.clone(), pm = rpm.clone();
         for (int64_t i = 0; i < steps; ++i) {
-            const Mixture m = call(in, pm, cache.get());
+            Mixture m;
+            if (i == 0 && prefill) {
+                cache->fill_repeated(*prefill_cache, sbs);
+                m = repeat_rows(*prefill, sbs);
+                if (nb > 0) x.run.advance();  // the first batch's is the prefill call's
+            } else {
+                m = call(in, pm, cache.get());
+            }
             const at::Tensor y = sample(m, x.gen);
             const at::Tensor next = replace_extreme(y.narrow(-1, y.size(-1) - P, P));
             in = at::cat({in, next}, -1);

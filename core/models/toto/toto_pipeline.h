@@ -62,6 +62,9 @@ struct Exec {
     at::Generator& gen;
     RunContext& run;
     Trace* trace = nullptr;  // the model call trace->call of this batch (parity tests)
+    // Fused mode: the prefill runs once per series (not once per sample copy) and serves every sample batch; the
+    // copies' mixtures and caches are its repetitions. The random draws are eager's, in eager's order and shapes.
+    bool prefill_once = false;
 };
 
 // Forecasts one batch and writes its series' rows of `out` (and of `samples`, when given).

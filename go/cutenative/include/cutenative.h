@@ -431,7 +431,7 @@ typedef struct cn_forecast_shape {
     uint64_t horizon;
     uint64_t n_values;        /* n_series * n_outputs * horizon: floats the `out` buffer of cn_forecast needs */
     uint64_t n_samples;       /* sampled forecasters: sample paths per series; 0 otherwise */
-    uint64_t n_sample_values; /* n_series * n_samples * n_outputs * horizon: floats of `samples` */
+    uint64_t n_sample_values; /* n_series * n_samples * horizon: floats of `samples` (a path is one output) */
 } cn_forecast_shape;
 
 /* Sets struct_size and zeroes the rest. NULL is ignored. */
@@ -452,7 +452,7 @@ CN_API cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_
 /* Runs the forecast. `out` is caller-allocated with `out_count` ≥ shape.n_values floats, written as
  * [series][output][horizon] (quantile-major for Chronos-2; Toto: its sample paths' quantiles at the request's
  * levels (default 0.1 .. 0.9), then their mean; with mean_rollout the mean path alone). `samples` (may be NULL with samples_count 0)
- * receives [series][sample][output][horizon] for sampled forecasters. `opts` may be NULL.
+ * receives [series][sample][horizon] for sampled forecasters (a sample path is one output wide). `opts` may be NULL.
  * Statuses: INVALID_ARGUMENT (the message names the field: empty/all-NaN series, Inf, horizon, covariate
  * lengths, buffer too small, ...), UNSUPPORTED (model kind cannot forecast), CANCELLED, DEADLINE_EXCEEDED,
  * OUT_OF_DEVICE_MEMORY (model remains usable). Thread-safe per the header's model rules. */

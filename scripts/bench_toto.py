@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Toto benchmark: the reference forecaster (toto-ts 0.2.0's TotoForecaster, eval mode, fp32, SDPA attention; no
+xformers) against cutenative's cn_forecast (through ctypes) in the same process on the same GPU.
+
+    python3 scripts/bench_toto.py --lib build-gpu/libcutenative.so [--toto-site DIR] [--rows 1,2,...] [--runs 3]
+
+--toto-site: where toto-ts 0.2.0, rotary-embedding-torch 0.8.6, einops and jaxtyping are (default: .whl/toto-site,
+a copy of the reference venv's toto-site that scripts/setup_reference_venv.sh makes); scripts/toto_shim stands in
+for gluonts. Model: random-weight Toto-Open-Base-1.0 shape (patch 64, 768 wide, 12 layers, 12 heads, SwiGLU 3072,
+K 24; 151 M parameters), built with the reference's TotoBackbone under torch.manual_seed(0) and saved in the
+reference's layout (timings do not depend on weight values). Series: seeded noisy sines with trend (fp32).
+Rows: the reference (KV cache on, samples_per_batch as the row says), cutenative eager (the reference's
+algorithm) and cutenative fused (the prefill once per series for all its sample copies), fp32, TF32 off on both
+sides. Timing: one warm-up call, then the median of --runs calls (wall clock, torch.cuda.synchronize), the same
+seed before every call. Peak memory: torch.cuda.max_memory_allocated over the timed calls (the library runs on
+the same caching allocator in this process). Agreement: CUDA draws come from the same Philox generator in the
+same order and shapes, so the sample paths agree up to rounding: the share of sample values within 1e-3 of the
+reference's relative to the series' spread, and the largest median difference in those units.
+"""
+
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import cutenative_ctypes as cn  # noqa: E402
+
+CONFIG = dict(patch_size=64, stride=64, embed_dim=768, num_layers=12, num_heads=12, mlp_hidden_dim=3072, dropout=0.1,
+              spacewise_every_n_layers=12, spacewise_first=False,
+              scaler_cls="<class 'model.scaler.CausalPatchStdMeanScaler'>",
+              output_distribution_classes=["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
+              output_distribution_kwargs={"k_components": 24}, use_memory_efficient_attention=False,
+              stabilize_with_global=True, scale_factor_exponent=10.0)
+# (key, B series, V variates, context, samples, samples per batch, horizon)
+ROWS = [("1", 1, 7, 512, 256, 256, 96), ("2", 32, 7, 512, 256, 32, 96), ("3", 1, 1, 2048, 64, 64, 336),
+        ("4", 1, 7, 2048, 256, 64, 336), ("5", 32, 1, 512, 64, 64, 96), ("6", 1, 1, 512, 64, 64, 96)]
+
+
+class Cn:
+    def __init__(self, lib_path, model_dir, mode, device):
+        self.lib = lib = cn.load_library(lib_path)
+        self.err = ctypes.c_void_p()
+        self.check(lib.cn_error_create(ctypes.byref(self.err)))
+        p = cn.ModelParams()
+        lib.cn_model_params_init(ctypes.byref(p))
+        p.device_type = cn.CN_DEVICE_CUDA if device == "cuda" else cn.CN_DEVICE_CPU
+        p.mode = mode
+        self.m = ctypes.c_void_p()
+        self.check(lib.cn_model_create(os.fsencode(model_dir), ctypes.byref(p), ctypes.byref(self.m), self.err))
+        self.opts = ctypes.c_void_p()
+        self.check(lib.cn_run_options_create(ctypes.byref(self.opts), self.err))
+
+    def check(self, st):
+        cn.check(self.lib, st, self.err)
+
+    def forecast(self, x, horizon, samples, sbs, seed):
+        """x: [B, V, T] float32 -> sample paths [B, V, horizon, samples] (the reference's layout)."""
+        lib = self.lib
+        B, V, T = x.shape
+        req = ctypes.c_void_p()
+        self.check(lib.cn_forecast_request_create(ctypes.byref(req), self.err))
+        try:
+            flat = np.ascontiguousarray(x.reshape(B * V, T))
+            for b in range(B):
+                for v in range(V):
+                    row = flat[b * V + v]
+                    self.check(lib.cn_forecast_request_add_series(req, row.ctypes.data_as(cn.FLOAT_P), T, b, None, self.err))
+            self.check(lib.cn_forecast_request_set_horizon(req, horizon, self.err))
+            self.check(lib.cn_forecast_request_set_sampling(req, 1.0, 0, 0.9, samples, self.err))
+            self.check(lib.cn_forecast_request_set_decoding(req, sbs, 1, 0, self.err))
+            shape = cn.ForecastShape()
+            lib.cn_forecast_shape_init(ctypes.byref(shape))
+            self.check(lib.cn_forecast_get_shape(self.m, req, ctypes.byref(shape), self.err))
+            self.check(lib.cn_run_options_set_seed(self.opts, seed, self.err))
+            out = np.empty(shape.n_values, np.float32)
+            paths = np.empty(shape.n_sample_values, np.float32)
+            self.check(lib.cn_forecast(self.m, req, self.opts, out.ctypes.data_as(cn.FLOAT_P), out.size,
+                                       paths.ctypes.data_as(cn.FLOAT_P), paths.size, self.err))
+            return paths.reshape(B, V, samples, horizon).transpose(0, 1, 3, 2)
+        finally:
+            lib.cn_forecast_request_free(req)
+
+
+def series(B, V, T, rng):
+    t = np.arange(T, dtype=np.float64)
+    x = np.empty((B, V, T), np.float32)
+    for b in range(B):
+        for v in range(V):
+            period = rng.uniform(12, 96)
+            x[b, v] = (rng.uniform(1, 100) + rng.uniform(-0.05, 0.05) * t + rng.uniform(1, 20) * np.sin(2 * np.pi * t / period)
+                       + rng.normal(0, 1, T)).astype(np.float32)
+    return x
+
+
+def timed(fn, runs):
+    cuda = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    fn()  # warm-up
+    sync()
+    base = 0
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    times, out = [], None
+    for _ in range(runs):
+        sync()
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), (torch.cuda.max_memory_allocated() - base if cuda else float("nan")), out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--toto-site", default=os.path.join(HERE, "..", ".whl", "toto-site"))
+    ap.add_argument("--rows", default=",".join(r[0] for r in ROWS))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the script (slow; no memory figures)")
+    args = ap.parse_args()
+    sys.path[:0] = [os.path.join(HERE, "toto_shim"), os.path.abspath(args.toto_site)]
+    import warnings
+    warnings.simplefilter("ignore")
+    from toto.data.util.dataset import MaskedTimeseries
+    from toto.inference.forecaster import TotoForecaster
+    from toto.model.backbone import TotoBackbone
+    import safetensors.torch as st
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    backbone = TotoBackbone(**CONFIG).eval()
+    n_params = sum(p.numel() for p in backbone.parameters())
+    d = tempfile.mkdtemp(prefix="toto-bench-")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(CONFIG, f)
+    st.save_file({"model." + k: v.contiguous() for k, v in backbone.state_dict().items()}, os.path.join(d, "model.safetensors"))
+    dev = args.device
+    backbone = backbone.to(dev)
+    forecaster = TotoForecaster(backbone)
+    eager, fused = Cn(args.lib, d, cn.CN_MODE_EAGER, args.device), Cn(args.lib, d, cn.CN_MODE_FUSED, args.device)
+
+    rng = np.random.default_rng(5)
+    lines = ["# Toto benchmark: toto-ts 0.2.0 TotoForecaster vs cutenative", "",
+             "- Date (UTC): %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
+             "- Device: %s; torch %s; fp32, TF32 off" % (torch.cuda.get_device_name(0) if dev == "cuda" else "cpu", torch.__version__),
+             "- Model: random-weight Toto-Open-Base-1.0 shape (%.1f M parameters), KV cache on" % (n_params / 1e6), "",
+             "| row | B | V | context | samples (per call) | horizon | reference ms | eager ms | fused ms | fused / reference "
+             "| peak MB ref / eager / fused | samples within 1e-3 (eager, fused) | max median diff |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    seed = 1234
+    for key, B, V, T, S, sbs, H in ROWS:
+        if key not in args.rows.split(","):
+            continue
+        x = series(B, V, T, rng)
+        xt = torch.from_numpy(x).to(dev)
+        inputs = MaskedTimeseries(series=xt, padding_mask=torch.ones_like(xt, dtype=torch.bool),
+                                  id_mask=torch.zeros(B, V, T, dtype=torch.int32, device=dev),
+                                  timestamp_seconds=torch.zeros(B, V, T, dtype=torch.int64, device=dev),
+                                  time_interval_seconds=torch.full((B, V), 60, dtype=torch.int64, device=dev))
+
+        def ref():
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                return forecaster.forecast(inputs, prediction_length=H, num_samples=S, samples_per_batch=sbs,
+                                           use_kv_cache=True).samples
+
+        try:
+            t_ref, m_ref, s_ref = timed(ref, args.runs)
+            s_ref = s_ref.float().cpu().numpy()
+        except torch.OutOfMemoryError:
+            t_ref, m_ref, s_ref = float("nan"), float("nan"), None
+            torch.cuda.empty_cache()
+        t_e, m_e, s_e = timed(lambda: eager.forecast(x, H, S, sbs, seed), args.runs)
+        t_f, m_f, s_f = timed(lambda: fused.forecast(x, H, S, sbs, seed), args.runs)
+        unit = np.sqrt(x.var(axis=-1) + 0.1)[:, :, None, None]
+        agree, med = "n/a", "n/a"
+        if s_ref is not None:
+            share = [float(np.mean(np.abs(s - s_ref) <= 1e-3 * unit)) for s in (s_e, s_f)]
+            agree = "%.4f, %.4f" % tuple(share)
+            md = np.max(np.abs(np.median(s_f, -1) - np.median(s_ref, -1)) / unit[..., 0])
+            med = "%.2e" % md
+        lines.append("| %s | %d | %d | %d | %d (%d) | %d | %.1f | %.1f | %.1f | %.1fx | %.0f / %.0f / %.0f | %s | %s |" % (
+            key, B, V, T, S, sbs, H, t_ref * 1e3, t_e * 1e3, t_f * 1e3, t_ref / t_f, m_ref / 2**20, m_e / 2**20, m_f / 2**20,
+            agree, med))
+        print(lines[-1], flush=True)
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
