@@ -16,24 +16,31 @@ import (
 type ForecastRequest struct {
 	Model     string    `json:"model,omitempty"`     // a configured model name; "": the default model
 	Horizon   int       `json:"horizon"`             // steps to forecast, >= 1
-	Quantiles []float64 `json:"quantiles,omitempty"` // levels in (0, 1); nil: [0.1, 0.5, 0.9] (Chronos-2 only)
+	Quantiles []float64 `json:"quantiles,omitempty"` // levels in (0, 1); nil: [0.1, 0.5, 0.9] (Chronos-2, Toto)
 	Series    []Series  `json:"series"`
 
-	// Kronos models only (a Chronos-2 request carrying any of them is a 400). nil: the default.
-	Temperature   *float64 `json:"temperature,omitempty"`    // >= 1e-6; default 1
-	TopK          *int     `json:"top_k,omitempty"`          // >= 0; 0: off; > 0 disables top_p; default 0
-	TopP          *float64 `json:"top_p,omitempty"`          // in (0, 1]; default 0.9
-	SampleCount   *int     `json:"sample_count,omitempty"`   // paths averaged into the mean, 1..4096; default 1
-	Seed          *uint64  `json:"seed,omitempty"`           // default 0; the same request and seed give the same bytes
-	ReturnSamples *bool    `json:"return_samples,omitempty"` // true: also return every sampled path
+	// Kronos models only (a Chronos-2 or Toto request carrying any of them is a 400). nil: the default.
+	Temperature *float64 `json:"temperature,omitempty"` // >= 1e-6; default 1
+	TopK        *int     `json:"top_k,omitempty"`       // >= 0; 0: off; > 0 disables top_p; default 0
+	TopP        *float64 `json:"top_p,omitempty"`       // in (0, 1]; default 0.9
+
+	// Sampled forecasters (Kronos, Toto; a Chronos-2 request carrying any of them is a 400). nil: the default.
+	SampleCount   *int    `json:"sample_count,omitempty"`   // paths, 1..4096; default 1 (Kronos), 64 (Toto)
+	Seed          *uint64 `json:"seed,omitempty"`           // nil: drawn and echoed; the same request and seed give the same bytes
+	ReturnSamples *bool   `json:"return_samples,omitempty"` // true: also return every sampled path
+
+	// Toto models only (a Chronos-2 or Kronos request carrying any of them is a 400). nil: the default.
+	SamplesPerBatch *int  `json:"samples_per_batch,omitempty"` // paths per model call, dividing sample_count; default sample_count
+	KVCache         *bool `json:"kv_cache,omitempty"`          // default true; false recomputes every patch (other numerics)
+	MeanRollout     *bool `json:"mean_rollout,omitempty"`      // true: roll out the mixture's mean (mean_path only); default false
 }
 
-// Series is one target series (Chronos-2: values; Kronos: one task of OHLC[V[A]] bars).
+// Series is one target series (Chronos-2, Toto: values; Kronos: one task of OHLC[V[A]] bars).
 type Series struct {
 	ID         string      `json:"id,omitempty"`
 	Values     []*float64  `json:"values,omitempty"`     // nil entries (JSON null) are missing values
 	Timestamps []string    `json:"timestamps,omitempty"` // YYYY-MM, YYYY-MM-DD or RFC 3339, one per value (bar)
-	Group      int         `json:"group,omitempty"`      // 0: own task; equal positive groups are forecast jointly
+	Group      int         `json:"group,omitempty"`      // 0: own task; equal positive groups are forecast jointly (Toto: the variates of one series)
 	Covariates []Covariate `json:"covariates,omitempty"`
 
 	// Kronos: the bars' channels, each as long as Timestamps (required): open, high, low and close, then
@@ -60,8 +67,8 @@ type Covariate struct {
 type ForecastResponse struct {
 	Model     string           `json:"model"`
 	Horizon   int              `json:"horizon"`
-	Quantiles []float32        `json:"quantiles,omitempty"` // Chronos-2: the levels; absent for Kronos
-	Sampling  *Sampling        `json:"sampling,omitempty"`  // Kronos: the sampling used, defaults filled in
+	Quantiles []float32        `json:"quantiles,omitempty"` // Chronos-2, Toto: the levels; absent for Kronos and Toto's mean rollout
+	Sampling  *Sampling        `json:"sampling,omitempty"`  // Kronos, Toto (sampled): the sampling used, defaults filled in
 	Forecasts []SeriesForecast `json:"forecasts"`
 }
 
@@ -70,18 +77,72 @@ type SeriesForecast struct {
 	ID         string      `json:"id,omitempty"`
 	Timestamps []string    `json:"timestamps,omitempty"` // Chronos-2: when the input's were regular; Kronos: always
 	Median     []float32   `json:"median,omitempty"`     // when 0.5 is among the levels
-	Quantiles  [][]float32 `json:"quantiles,omitempty"`  // Chronos-2: [level][step], levels as in ForecastResponse
+	Quantiles  [][]float32 `json:"quantiles,omitempty"`  // Chronos-2, Toto: [level][step], levels as in ForecastResponse
 	Mean       *Bars       `json:"mean,omitempty"`       // Kronos: the mean path of each channel given
-	Samples    *BarSamples `json:"samples,omitempty"`    // Kronos with return_samples: every sampled path
+	MeanPath   []float32   `json:"mean_path,omitempty"`  // Toto: the sample paths' mean (the mean rollout: its path)
+	Samples    *Samples    `json:"samples,omitempty"`    // Kronos, Toto with return_samples: every sampled path
 }
 
-// Sampling is how a Kronos forecast sampled (ForecastResponse) or samples by default (ModelInfo).
+// Sampling is how a Kronos or Toto forecast sampled (ForecastResponse) or samples by default (ModelInfo). Toto's
+// (SamplesPerBatch > 0) takes no temperature, top_k or top_p (it samples its Student-t mixture as it is): its JSON
+// holds sample_count, samples_per_batch, kv_cache and seed only.
 type Sampling struct {
 	Temperature float64 `json:"temperature"`
 	TopK        int     `json:"top_k"`
 	TopP        float64 `json:"top_p"`
 	SampleCount int     `json:"sample_count"`
 	Seed        uint64  `json:"seed"`
+
+	// Toto: sample paths per model call, and whether the time-wise layers' keys and values were cached.
+	SamplesPerBatch int  `json:"samples_per_batch,omitempty"`
+	KVCache         bool `json:"kv_cache,omitempty"`
+}
+
+// MarshalJSON writes Toto's fields alone for a Toto sampling (SamplesPerBatch > 0), every field otherwise.
+func (s Sampling) MarshalJSON() ([]byte, error) {
+	type plain Sampling
+	if s.SamplesPerBatch == 0 {
+		return json.Marshal(plain(s))
+	}
+	return json.Marshal(struct {
+		SampleCount     int    `json:"sample_count"`
+		SamplesPerBatch int    `json:"samples_per_batch"`
+		KVCache         bool   `json:"kv_cache"`
+		Seed            uint64 `json:"seed"`
+	}{s.SampleCount, s.SamplesPerBatch, s.KVCache, s.Seed})
+}
+
+// Samples is a forecast's sampled paths, [sample][step]: Kronos' per channel (BarSamples, a JSON object), Toto's
+// one list per series (Paths, a JSON array). One of the two is set.
+type Samples struct {
+	*BarSamples
+	Paths [][]float32
+}
+
+// MarshalJSON writes Paths when set, else the channels.
+func (s Samples) MarshalJSON() ([]byte, error) {
+	if s.Paths != nil || s.BarSamples == nil {
+		if s.Paths == nil {
+			return []byte("[]"), nil
+		}
+		return json.Marshal(s.Paths)
+	}
+	return json.Marshal(s.BarSamples)
+}
+
+// UnmarshalJSON reads an array of paths (Toto) or an object of channels (Kronos).
+func (s *Samples) UnmarshalJSON(b []byte) error {
+	var paths [][]float32
+	if err := json.Unmarshal(b, &paths); err == nil {
+		*s = Samples{Paths: paths}
+		return nil
+	}
+	var bars BarSamples
+	if err := json.Unmarshal(b, &bars); err != nil {
+		return errors.New("samples: expected an array of paths or an object of channels")
+	}
+	*s = Samples{BarSamples: &bars}
+	return nil
 }
 
 // Bars holds a [step] path per channel; volume and amount only when the request gave them.
@@ -120,7 +181,7 @@ type ModelInfo struct {
 	OwnedBy string `json:"owned_by"` // "cutenative"
 
 	Name string `json:"name"` // the same as ID
-	Kind string `json:"kind"` // chronos2, kronos, embedding or zimage
+	Kind string `json:"kind"` // chronos2, kronos, toto, embedding or zimage
 	// Capabilities are what the model serves: "forecast" (POST /v1/forecast), "embed" (POST /v1/embeddings,
 	// LoRA search) or "generate" (images).
 	Capabilities  []string  `json:"capabilities"`
@@ -131,14 +192,16 @@ type ModelInfo struct {
 	ContextLength int64     `json:"context_length"`
 	NativeHorizon int64     `json:"native_horizon"`
 	MaxHorizon    int64     `json:"max_horizon"`
-	Quantiles     []float32 `json:"quantiles"` // Chronos-2's own levels; [] for Kronos and embedding models
+	Quantiles     []float32 `json:"quantiles"` // Chronos-2's own levels; [] for the other kinds
 	Default       bool      `json:"default"`   // the forecaster a request naming no model gets
 
-	// Kronos: the series fields a task takes, in order (volume and amount optional), the default sampling
-	// and the most sample paths a request may ask for.
+	// Kronos: the series fields a task takes, in order (volume and amount optional). Kronos and Toto: the default
+	// sampling and the most sample paths a request may ask for. Toto: its patch (native_horizon), the most variates
+	// (series of one group) a task may have.
 	Channels       []string  `json:"channels,omitempty"`
 	Sampling       *Sampling `json:"sampling,omitempty"`
 	MaxSampleCount int       `json:"max_sample_count,omitempty"`
+	MaxVariates    int       `json:"max_variates,omitempty"`
 
 	// Embedding models: the vectors' length and the tokens per text (longer texts are truncated; image models:
 	// per prompt).

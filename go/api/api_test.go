@@ -68,3 +68,48 @@ func TestEmbeddingVectorRoundTrip(t *testing.T) {
 		t.Fatalf("no values: %s", out)
 	}
 }
+
+// samples is Kronos' object of channels or Toto's array of paths, and reads back as what was written; Toto's
+// sampling carries no temperature, top_k or top_p.
+func TestSamplesAndSamplingJSON(t *testing.T) {
+	tests := []struct {
+		in   SeriesForecast
+		want string
+	}{
+		{SeriesForecast{Samples: &Samples{Paths: [][]float32{{1, 2}, {3, 4}}}}, `{"samples":[[1,2],[3,4]]}`},
+		{SeriesForecast{Samples: &Samples{BarSamples: &BarSamples{Open: [][]float32{{1}}, High: [][]float32{{2}}, Low: [][]float32{{3}},
+			Close: [][]float32{{4}}}}}, `{"samples":{"open":[[1]],"high":[[2]],"low":[[3]],"close":[[4]]}}`},
+		{SeriesForecast{MeanPath: []float32{0.5}}, `{"mean_path":[0.5]}`},
+	}
+	for _, tc := range tests {
+		out, err := json.Marshal(tc.in)
+		if err != nil || string(out) != tc.want {
+			t.Fatalf("%+v: %s %v, want %s", tc.in, out, err, tc.want)
+		}
+		var back SeriesForecast
+		if err := json.Unmarshal(out, &back); err != nil || !reflect.DeepEqual(back, tc.in) {
+			t.Fatalf("%s read back as %+v (%v)", out, back, err)
+		}
+	}
+	var bad Samples
+	if err := json.Unmarshal([]byte(`"x"`), &bad); err == nil {
+		t.Fatal("a string read as samples")
+	}
+	for _, tc := range []struct {
+		in   Sampling
+		want string
+	}{
+		{Sampling{Temperature: 1, TopP: 0.9, SampleCount: 3, Seed: 7}, `{"temperature":1,"top_k":0,"top_p":0.9,"sample_count":3,"seed":7}`},
+		{Sampling{SampleCount: 8, SamplesPerBatch: 4, KVCache: true, Seed: 7}, `{"sample_count":8,"samples_per_batch":4,"kv_cache":true,"seed":7}`},
+		{Sampling{SampleCount: 8, SamplesPerBatch: 8, Seed: 1}, `{"sample_count":8,"samples_per_batch":8,"kv_cache":false,"seed":1}`},
+	} {
+		out, err := json.Marshal(tc.in)
+		if err != nil || string(out) != tc.want {
+			t.Fatalf("%+v: %s %v, want %s", tc.in, out, err, tc.want)
+		}
+		var back Sampling
+		if err := json.Unmarshal(out, &back); err != nil || back != tc.in {
+			t.Fatalf("%s read back as %+v (%v)", out, back, err)
+		}
+	}
+}

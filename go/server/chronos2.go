@@ -99,7 +99,7 @@ func (c *chronos2) probes() (probe, probe) {
 }
 
 func (c *chronos2) plan(ctx context.Context, r *forecastRequest, lim limits) (*forecastPlan, error) {
-	if err := rejectKronosFields(r); err != nil {
+	if err := rejectKronosFields(r, "chronos2"); err != nil {
 		return nil, err
 	}
 	if err := r.validate(ctx, lim); err != nil {

@@ -212,14 +212,17 @@ func decodeForecast(d *decoder) (*forecastRequest, error) {
 					req.TopP = &v
 				}
 			}
-		case "top_k", "sample_count":
+		case "top_k", "sample_count", "samples_per_batch":
 			var v int64
 			if v, err = d.integer(math.MinInt32, math.MaxInt32); err == nil {
 				n := int(v)
-				if key == "top_k" {
+				switch key {
+				case "top_k":
 					req.TopK = &n
-				} else {
+				case "sample_count":
 					req.SampleCount = &n
+				default:
+					req.SamplesPerBatch = &n
 				}
 			}
 		case "seed":
@@ -227,10 +230,17 @@ func decodeForecast(d *decoder) (*forecastRequest, error) {
 			if v, err = d.r.Uint(); err == nil {
 				req.Seed = &v
 			}
-		case "return_samples":
+		case "return_samples", "kv_cache", "mean_rollout":
 			var v bool
 			if v, err = d.r.Bool(); err == nil {
-				req.ReturnSamples = &v
+				switch key {
+				case "return_samples":
+					req.ReturnSamples = &v
+				case "kv_cache":
+					req.KVCache = &v
+				default:
+					req.MeanRollout = &v
+				}
 			}
 		default:
 			err = d.unknown(key, "a forecast request")

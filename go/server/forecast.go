@@ -2,14 +2,16 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/cutenative/cutenative/go/cutenative"
 )
 
 // POST /v1/forecast: the body is decoded as it arrives (decode.go), the model it names is found in the table
 // (registry.go), and the model's kind turns the request into one library call through its forecaster (chronos2.go,
-// kronos.go); then the call's cost decides its lane or refuses it (cost.go), and the lane runs it, merged with
+// kronos.go, toto.go); then the call's cost decides its lane or refuses it (cost.go), and the lane runs it, merged with
 // others where the forecaster allows it (merge.go).
 
 // forecastRequest is a decoded POST /v1/forecast body (the wire form is api.ForecastRequest): values are float32s
@@ -20,11 +22,14 @@ type forecastRequest struct {
 	Quantiles []float64
 	Series    []seriesIn
 
-	// Kronos only (nil: the default).
-	Temperature, TopP *float64
-	TopK, SampleCount *int
-	Seed              *uint64
-	ReturnSamples     *bool
+	// Sampled forecasters (nil: the default): Kronos' temperature, top_k, top_p; Kronos' and Toto's sample_count,
+	// seed, return_samples; Toto's samples_per_batch, kv_cache, mean_rollout.
+	Temperature, TopP    *float64
+	TopK, SampleCount    *int
+	Seed                 *uint64
+	ReturnSamples        *bool
+	SamplesPerBatch      *int
+	KVCache, MeanRollout *bool
 
 	future [][]string // per series: timestamps of the forecast steps (nil when none can be given)
 }
@@ -143,4 +148,32 @@ func (s *Server) handleForecast(w http.ResponseWriter, r *http.Request) *apiErro
 		return fromError(err)
 	}
 	return s.writeJSON(w, http.StatusOK, body)
+}
+
+// kindFields are the request fields only some kinds of forecaster take, with those kinds; a request for a model
+// of another kind that carries one is a 400 naming it.
+var kindFields = []struct {
+	name  string
+	kinds string
+	given func(r *forecastRequest) bool
+}{
+	{"temperature", "kronos", func(r *forecastRequest) bool { return r.Temperature != nil }},
+	{"top_k", "kronos", func(r *forecastRequest) bool { return r.TopK != nil }},
+	{"top_p", "kronos", func(r *forecastRequest) bool { return r.TopP != nil }},
+	{"sample_count", "kronos and toto", func(r *forecastRequest) bool { return r.SampleCount != nil }},
+	{"seed", "kronos and toto", func(r *forecastRequest) bool { return r.Seed != nil }},
+	{"return_samples", "kronos and toto", func(r *forecastRequest) bool { return r.ReturnSamples != nil }},
+	{"samples_per_batch", "toto", func(r *forecastRequest) bool { return r.SamplesPerBatch != nil }},
+	{"kv_cache", "toto", func(r *forecastRequest) bool { return r.KVCache != nil }},
+	{"mean_rollout", "toto", func(r *forecastRequest) bool { return r.MeanRollout != nil }},
+}
+
+// refuseFieldsOf refuses the fields that models of kind do not take.
+func (r *forecastRequest) refuseFieldsOf(kind string) error {
+	for _, f := range kindFields {
+		if f.given(r) && !strings.Contains(" "+f.kinds+" ", " "+kind+" ") {
+			return badRequest(fmt.Sprintf("%s: only %s models take it; this is a %s model", f.name, f.kinds, kind))
+		}
+	}
+	return nil
 }

@@ -44,7 +44,7 @@ func FuzzDecodeForecast(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := decodeBytes(data, lim)
 		if err == nil {
-			err = rejectKronosFields(req)
+			err = rejectKronosFields(req, "chronos2")
 		}
 		if err == nil {
 			err = req.validate(context.Background(), lim)

@@ -62,17 +62,11 @@ func channelsOf(s *seriesIn) [][]float32 {
 	return all[:n]
 }
 
-// rejectKronosFields refuses the Kronos-only fields in a request for a model that does not sample.
-func rejectKronosFields(r *forecastRequest) error {
-	const which = "only kronos models take temperature, top_k, top_p, sample_count, seed and return_samples"
-	for _, f := range []struct {
-		name  string
-		given bool
-	}{{"temperature", r.Temperature != nil}, {"top_k", r.TopK != nil}, {"top_p", r.TopP != nil},
-		{"sample_count", r.SampleCount != nil}, {"seed", r.Seed != nil}, {"return_samples", r.ReturnSamples != nil}} {
-		if f.given {
-			return badRequest(f.name + ": " + which)
-		}
+// rejectKronosFields refuses the fields of other kinds (forecast.go's kindFields) and, in a request for a model
+// that is not Kronos, the bars' fields.
+func rejectKronosFields(r *forecastRequest, kind string) error {
+	if err := r.refuseFieldsOf(kind); err != nil {
+		return err
 	}
 	for i := range r.Series {
 		s := &r.Series[i]
@@ -92,6 +86,9 @@ func rejectKronosFields(r *forecastRequest) error {
 // validateKronos checks a request for a Kronos model whose window is maxContext bars: first every size it
 // implies (no allocation), then the sampling parameters, the values and the timestamps.
 func (r *forecastRequest) validateKronos(ctx context.Context, lim limits, maxContext int64) (*kronosRequest, error) {
+	if err := r.refuseFieldsOf("kronos"); err != nil {
+		return nil, err
+	}
 	if r.Quantiles != nil {
 		return nil, badRequest("quantiles: kronos models forecast a mean path and sample paths, not quantiles")
 	}
@@ -514,7 +511,7 @@ func (k *kronosRequest) response(model string, f *cutenative.Forecast) (*api.For
 	for i, t := range k.tasks {
 		sf := api.SeriesForecast{ID: k.Series[i].ID, Timestamps: t.futureText, Mean: &api.Bars{}}
 		if f.Samples != nil {
-			sf.Samples = &api.BarSamples{}
+			sf.Samples = &api.Samples{BarSamples: &api.BarSamples{}}
 		}
 		for c := range t.channels {
 			mean := append([]float32(nil), f.Row(first+c, 0)...)
@@ -532,7 +529,7 @@ func (k *kronosRequest) response(model string, f *cutenative.Forecast) (*api.For
 					return nil, i
 				}
 			}
-			*samplesField(sf.Samples, c) = paths
+			*samplesField(sf.Samples.BarSamples, c) = paths
 		}
 		first += len(t.channels)
 		resp.Forecasts = append(resp.Forecasts, sf)

@@ -318,7 +318,7 @@ func TestKronosBadRequestsName400Fields(t *testing.T) {
 	}
 }
 
-// A model that does not sample refuses the Kronos fields, naming them.
+// A model that does not sample refuses the sampled forecasters' fields, naming them.
 func TestChronosRefusesKronosFields(t *testing.T) {
 	ts := startKronos(t, Config{})
 	base := `{"horizon": 2, "series": [{"values": [1, 2, 3]%s}]%s}`
@@ -326,9 +326,9 @@ func TestChronosRefusesKronosFields(t *testing.T) {
 		{"", `, "temperature": 1`, "temperature: only kronos models"},
 		{"", `, "top_k": 3`, "top_k: only kronos models"},
 		{"", `, "top_p": 0.5`, "top_p: only kronos models"},
-		{"", `, "sample_count": 2`, "sample_count: only kronos models"},
-		{"", `, "seed": 0`, "seed: only kronos models"},
-		{"", `, "return_samples": false`, "return_samples: only kronos models"},
+		{"", `, "sample_count": 2`, "sample_count: only kronos and toto models"},
+		{"", `, "seed": 0`, "seed: only kronos and toto models"},
+		{"", `, "return_samples": false`, "return_samples: only kronos and toto models"},
 		{`, "open": [1, 2, 3]`, "", "series[0].open: this model takes values"},
 		{`, "amount": [1, 2, 3]`, "", "series[0].amount: this model takes values"},
 		{`, "future_timestamps": ["2020-01-04"]`, "", "series[0].future_timestamps: only kronos models"},

@@ -36,6 +36,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) *apiError 
 			mi.MaxTokens, mi.ImageSizeMultiple, mi.DefaultSteps = m.info.MaxTokens, m.info.ImageSizeMultiple, m.info.DefaultSteps
 		}
 		describeKronos(&mi)
+		describeToto(&mi)
 		out = append(out, mi)
 		order[m.name] = m.caps
 	}

@@ -51,6 +51,7 @@ type kindSpec struct {
 var kinds = map[string]kindSpec{
 	"chronos2":  {caps: capForecast, forecaster: newChronos2},
 	"kronos":    {caps: capForecast, forecaster: newKronos},
+	"toto":      {caps: capForecast, forecaster: newToto},
 	"embedding": {caps: capEmbed, mode: "eager"},
 	"zimage":    {caps: capGenerate, mode: "eager"}, // the library runs Z-Image eagerly only
 }
