@@ -48,7 +48,7 @@ ROWS = [("1", 1, 7, 512, 256, 256, 96), ("2", 32, 7, 512, 256, 32, 96), ("3", 1,
 
 
 class Cn:
-    def __init__(self, lib_path, model_dir, mode, device):
+    def __init__(self, lib_path, model_dir, mode, device, dtype=cn.CN_DTYPE_F32):
         self.lib = lib = cn.load_library(lib_path)
         self.err = ctypes.c_void_p()
         self.check(lib.cn_error_create(ctypes.byref(self.err)))
@@ -56,6 +56,7 @@ class Cn:
         lib.cn_model_params_init(ctypes.byref(p))
         p.device_type = cn.CN_DEVICE_CUDA if device == "cuda" else cn.CN_DEVICE_CPU
         p.mode = mode
+        p.dtype = dtype
         self.m = ctypes.c_void_p()
         self.check(lib.cn_model_create(os.fsencode(model_dir), ctypes.byref(p), ctypes.byref(self.m), self.err))
         self.opts = ctypes.c_void_p()
@@ -130,6 +131,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of the script (slow; no memory figures)")
+    ap.add_argument("--profile", default=None, help="a row key: print where fused mode's GPU time goes on it (torch.profiler)")
     args = ap.parse_args()
     sys.path[:0] = [os.path.join(HERE, "toto_shim"), os.path.abspath(args.toto_site)]
     import warnings
@@ -152,6 +154,7 @@ def main():
     backbone = backbone.to(dev)
     forecaster = TotoForecaster(backbone)
     eager, fused = Cn(args.lib, d, cn.CN_MODE_EAGER, args.device), Cn(args.lib, d, cn.CN_MODE_FUSED, args.device)
+    bf16 = Cn(args.lib, d, cn.CN_MODE_FUSED, args.device, cn.CN_DTYPE_BF16) if args.device == "cuda" else None
 
     rng = np.random.default_rng(5)
     lines = ["# Toto benchmark: toto-ts 0.2.0 TotoForecaster vs cutenative", "",
@@ -159,8 +162,9 @@ def main():
              "- Device: %s; torch %s; fp32, TF32 off" % (torch.cuda.get_device_name(0) if dev == "cuda" else "cpu", torch.__version__),
              "- Model: random-weight Toto-Open-Base-1.0 shape (%.1f M parameters), KV cache on" % (n_params / 1e6), "",
              "| row | B | V | context | samples (per call) | horizon | reference ms | eager ms | fused ms | fused / reference "
-             "| peak MB ref / eager / fused | samples within 1e-3 (eager, fused) | max median diff |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| fused bf16 ms | peak MB ref / eager / fused / bf16 | samples within 1e-3 (eager, fused) | max median diff fused "
+             "| bf16: CRPS vs fp32 fused |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     seed = 1234
     for key, B, V, T, S, sbs, H in ROWS:
         if key not in args.rows.split(","):
@@ -186,6 +190,9 @@ def main():
             torch.cuda.empty_cache()
         t_e, m_e, s_e = timed(lambda: eager.forecast(x, H, S, sbs, seed), args.runs)
         t_f, m_f, s_f = timed(lambda: fused.forecast(x, H, S, sbs, seed), args.runs)
+        t_b, m_b, s_b = float("nan"), float("nan"), None
+        if bf16 is not None:
+            t_b, m_b, s_b = timed(lambda: bf16.forecast(x, H, S, sbs, seed), args.runs)
         unit = np.sqrt(x.var(axis=-1) + 0.1)[:, :, None, None]
         agree, med = "n/a", "n/a"
         if s_ref is not None:
@@ -193,10 +200,28 @@ def main():
             agree = "%.4f, %.4f" % tuple(share)
             md = np.max(np.abs(np.median(s_f, -1) - np.median(s_ref, -1)) / unit[..., 0])
             med = "%.2e" % md
-        lines.append("| %s | %d | %d | %d | %d (%d) | %d | %.1f | %.1f | %.1f | %.1fx | %.0f / %.0f / %.0f | %s | %s |" % (
-            key, B, V, T, S, sbs, H, t_ref * 1e3, t_e * 1e3, t_f * 1e3, t_ref / t_f, m_ref / 2**20, m_e / 2**20, m_f / 2**20,
-            agree, med))
+        crps = "n/a"
+        if s_b is not None:
+            # Against held-out truth we have none (random weights); instead the CRPS of each sample set against the
+            # fp32 fused median path, relative: how much the bf16 distribution moved, in units of the fp32 one's.
+            truth = np.median(s_f, -1, keepdims=True)
+
+            def crps_of(s):  # E|X - y| - E|X - X'| / 2, the pair term from the sorted samples
+                xs = np.sort(s, -1).astype(np.float64)
+                i = np.arange(S)
+                pair = 2.0 * np.sum((2 * i - S + 1) * xs, -1) / S**2
+                return float(np.mean(np.mean(np.abs(s - truth), -1) - pair / 2))
+            crps = "%.4f vs %.4f" % (crps_of(s_b), crps_of(s_f))
+        lines.append("| %s | %d | %d | %d | %d (%d) | %d | %.1f | %.1f | %.1f | %.1fx | %.1f | %.0f / %.0f / %.0f / %.0f | %s | %s | %s |" % (
+            key, B, V, T, S, sbs, H, t_ref * 1e3, t_e * 1e3, t_f * 1e3, t_ref / t_f, t_b * 1e3, m_ref / 2**20, m_e / 2**20,
+            m_f / 2**20, m_b / 2**20, agree, med, crps))
         print(lines[-1], flush=True)
+        if args.profile == key and dev == "cuda":
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                fused.forecast(x, H, S, sbs, seed)
+                torch.cuda.synchronize()
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25))
         if dev == "cuda":
             torch.cuda.empty_cache()
     text = "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S "$root" -B "$build" "${gen[@]}" -DCN_PYTHON=python3 -DCN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCN_NLOHMANN_INCLUDE_DIR="$root/.device/include" -DCN_GTEST_SOURCE_DIR="$root/.device/googletest" \
     >"$out/configure.log" 2>&1 || { tail -50 "$out/configure.log"; exit 1; }
-cmake --build "$build" -j "$(nproc)" --target test_models_gpu test_models >"$out/build.log" 2>&1 ||
+cmake --build "$build" -j "$(nproc)" --target cutenative test_models_gpu test_models >"$out/build.log" 2>&1 ||
     { grep -E 'error|Error' "$out/build.log" | head -40; exit 1; }
 echo "build ok"
 rc=0

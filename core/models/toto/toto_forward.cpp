@@ -109,7 +109,9 @@ at::Tensor apply_rotary(const at::Tensor& freqs, const at::Tensor& t, const at::
 // offset .. offset + S - 1, xPos centred on floor(max position / 2) of this call.
 std::pair<at::Tensor, at::Tensor> rotate(const Rotary& rot, const at::Tensor& q, const at::Tensor& k, int64_t offset) {
     const int64_t S = q.size(-2);
-    const at::Tensor seq = at::arange(S, q.options()) + offset;  // get_seq_pos (/ interpolate_factor 1 is exact)
+    // get_seq_pos (/ interpolate_factor 1 is exact); fp32 whatever the activations' dtype (bf16 holds integers
+    // exactly only up to 256)
+    const at::Tensor seq = at::arange(S, q.options().dtype(at::kFloat)) + offset;
     at::Tensor freqs = at::einsum("...,f->...f", {seq.to(rot.freqs.scalar_type()), rot.freqs});
     freqs = freqs.unsqueeze(-1).expand({S, freqs.size(-1), 2}).reshape({S, 2 * freqs.size(-1)});
     const at::Tensor power = (seq - at::floor_divide(std::get<0>(seq.max(-1)).unsqueeze(-1), 2)) / 512;
@@ -118,9 +120,17 @@ std::pair<at::Tensor, at::Tensor> rotate(const Rotary& rot, const at::Tensor& q,
     return {apply_rotary(freqs, q, scale).to(q.scalar_type()), apply_rotary(freqs, k, at::pow(scale, -1)).to(k.scalar_type())};
 }
 
+// Attention as softmax(q k^T / sqrt(d)) v in three ATen ops: fused mode's path for a decode step's single query
+// and for the few variates of a space-wise layer, where the fused SDPA kernels spend a 64-row tile on each
+// (batch, head) (equal to SDPA up to rounding).
+at::Tensor small_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    return at::matmul(at::softmax(at::matmul(q, k.transpose(-2, -1)) * scale, -1, at::kFloat).to(v.scalar_type()), v);
+}
+
 // attention.py BaseMultiheadAttention.forward without xformers; time-wise or space-wise.
 at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, const at::Tensor& x, const at::Tensor& space_mask,
-                     KvCache* cache, int64_t time_layer) {
+                     KvCache* cache, int64_t time_layer, bool fused) {
     const int64_t B = x.size(0), V = x.size(1), S = x.size(2), D = x.size(3), H = c.num_heads, hd = c.head_dim();
     if (!l.spacewise) {
         const at::Tensor xi = x.reshape({B * V, S, D});  // "b v s d -> (b v) s d"
@@ -134,7 +144,9 @@ at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, con
         q = q.contiguous();
         k = k.contiguous().to(q.scalar_type());
         v = v.contiguous().to(q.scalar_type());
-        const at::Tensor o = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/offset == 0);
+        const at::Tensor o =
+            fused && S == 1 ? small_attention(q, k, v)
+                            : at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/offset == 0);
         // "(b v) nh s hd -> b v s (nh hd)": the merge is head-major
         const at::Tensor merged = o.reshape({B, V, H, S, hd}).permute({0, 1, 3, 2, 4}).reshape({B, V, S, D});
         return at::linear(merged, l.out.w, l.out.b);
@@ -145,7 +157,9 @@ at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, con
     const at::Tensor q = parts[0].contiguous();
     const at::Tensor k = parts[1].contiguous().to(q.scalar_type());
     const at::Tensor v = parts[2].contiguous().to(q.scalar_type());
-    const at::Tensor o = at::scaled_dot_product_attention(q, k, v, space_mask, 0.0, /*is_causal=*/false);
+    // Fused: a task's variates all see each other (the id mask is all zeros), so the all-true mask is dropped.
+    const at::Tensor o =
+        fused && V <= 64 ? small_attention(q, k, v) : at::scaled_dot_product_attention(q, k, v, space_mask, 0.0, /*is_causal=*/false);
     const at::Tensor merged =
         o.reshape({B, S, H, V, hd}).permute({0, 3, 1, 2, 4}).reshape({B, V, S, D});  // "(b s) nh v hd -> b v s (nh hd)"
     return at::linear(merged, l.out.w, l.out.b);
@@ -153,8 +167,8 @@ at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, con
 
 // transformer.py TransformerLayer.forward: pre-norm attention and SwiGLU (the gate is the first half).
 at::Tensor layer(const TotoConfig& c, const Layer& l, const Rotary& rot, const at::Tensor& x, const at::Tensor& space_mask, KvCache* cache,
-                 int64_t time_layer) {
-    const at::Tensor h = x + attention(c, l, rot, rms_norm(x, l.norm1), space_mask, cache, time_layer).contiguous();
+                 int64_t time_layer, bool fused) {
+    const at::Tensor h = x + attention(c, l, rot, rms_norm(x, l.norm1), space_mask, cache, time_layer, fused).contiguous();
     const at::Tensor u = at::linear(rms_norm(h, l.norm2), l.up.w, l.up.b);
     const auto gv = u.chunk(2, -1);
     const at::Tensor z = at::silu(gv[0]) * gv[1];
@@ -216,7 +230,7 @@ void KvCache::reset() {
 }
 
 Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, const at::Tensor& inputs, const at::Tensor& padding_mask,
-                int64_t prefix_length, KvCache* cache, Trace* trace) {
+                int64_t prefix_length, KvCache* cache, Trace* trace, bool fused) {
     const int64_t P = c.patch_size, D = c.embed_dim;
     // backbone.py TotoBackbone.backbone
     const Scaled s = causal_patch_scale(c, inputs, padding_mask, prefix_length);
@@ -226,7 +240,8 @@ Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, co
         scaled = scaled.narrow(-1, prefix, scaled.size(-1) - prefix);  // a view: the decode step's embedding is matmul + add_
     }
     // embedding.py PatchEmbedding
-    at::Tensor x = param_linear(scaled.unfold(-1, P, P), w.patch_embed);
+    // The scaler runs on fp32 inputs; a bf16 model's network starts at the patch embedding.
+    at::Tensor x = param_linear(scaled.to(w.patch_embed.w.scalar_type()).unfold(-1, P, P), w.patch_embed);
     if (trace) {
         trace->loc = s.loc;
         trace->scale = s.scale;
@@ -240,7 +255,7 @@ Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, co
         at::ones({B * S, 1, V, V}, at::TensorOptions().dtype(at::kBool).device(x.device())).expand({B * S, c.num_heads, V, V}).contiguous();
     int64_t time_layer = 0;
     for (const Layer& l : w.layers) {
-        x = layer(c, l, rot, x, space_mask, cache, time_layer);
+        x = layer(c, l, rot, x, space_mask, cache, time_layer, fused);
         if (!l.spacewise) ++time_layer;
         if (trace) trace->layers.push_back(x);
     }
@@ -249,10 +264,13 @@ Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, co
     // distribution.py MixtureOfStudentTsOutput
     const double eps = std::numeric_limits<float>::epsilon();
     Mixture m;
-    m.df = at::softplus(at::linear(u, w.df.w, w.df.b)).clamp_min(eps) + 2.0;
-    m.loc = at::linear(u, w.loc.w, w.loc.b);
-    m.scale = at::softplus(at::linear(u, w.scale.w, w.scale.b)).clamp_min(eps);
-    const at::Tensor probs = at::softmax(at::linear(u, w.mixture_weights.w, w.mixture_weights.b), -1);
+    // The mixture's parameters and everything after them in fp32 (a no-op for fp32 models): a bf16 model samples
+    // in fp32, with the same draws as an fp32 one.
+    auto head = [&](const layers::Linear& l) { return at::linear(u, l.w, l.b).to(at::kFloat); };
+    m.df = at::softplus(head(w.df)).clamp_min(eps) + 2.0;
+    m.loc = head(w.loc);
+    m.scale = at::softplus(head(w.scale)).clamp_min(eps);
+    const at::Tensor probs = at::softmax(head(w.mixture_weights), -1);
     m.probs = probs / probs.sum(-1, /*keepdim=*/true);  // torch.distributions.Categorical(probs=...)
     m.patch_loc = s.loc;
     m.patch_scale = s.scale;

@@ -63,8 +63,11 @@ struct Trace {
 // One model call (TotoBackbone.forward): inputs [rows, V, L] (L a multiple of the patch size), padding_mask [rows,
 // V, L] bool, the scaler's global statistics over the first prefix_length steps; with a cache, only the patches it
 // does not hold yet go through the transformer (all at the first call, one after).
+// `fused`: fused mode's attention for a decode step's single query and for space-wise layers (small_attention:
+// three ATen ops instead of a fused SDPA kernel with a 64-row tile per (batch, head); equal up to rounding).
+// Inputs are fp32 whatever the model's dtype; the mixture comes back in fp32.
 Mixture forward(const TotoConfig& cfg, const TotoWeights& w, const Rotary& rot, const at::Tensor& inputs, const at::Tensor& padding_mask,
-                int64_t prefix_length, KvCache* cache, Trace* trace = nullptr);
+                int64_t prefix_length, KvCache* cache, Trace* trace = nullptr, bool fused = false);
 
 // The mixture of `copies` repetitions of m's rows, repetition-major ("(s b)"), materialised.
 Mixture repeat_rows(const Mixture& m, int64_t copies);

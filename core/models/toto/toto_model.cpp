@@ -86,7 +86,7 @@ public:
         // Outputs go to a buffer of our own first: a failure half-way leaves the caller's untouched.
         std::vector<float> result(n_values), paths(samples ? n_sample_values : 0);
         Exec x{cfg_, w_, rot_, options_.device, options_.dtype, gen, run, trace};
-        x.prefill_once = mode() == CN_MODE_FUSED;
+        x.fused = mode() == CN_MODE_FUSED;
         for (size_t i = 0; i < plan.batches.size(); ++i) {
             Exec xi = x;
             if (i > 0) xi.trace = nullptr;  // the trace is the first batch's

@@ -131,7 +131,8 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
         }
     }
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
-    const at::Tensor inputs = at::from_blob(values.data(), {B, V, L}, f32).to(x.device, x.dtype, /*non_blocking=*/false, /*copy=*/true);
+    // The series stay fp32 whatever the model's dtype (the scaler's input; a bf16 model casts after it).
+    const at::Tensor inputs = at::from_blob(values.data(), {B, V, L}, f32).to(x.device, at::kFloat, /*non_blocking=*/false, /*copy=*/true);
     const at::Tensor pmask =
         at::from_blob(mask.data(), {B, V, L}, at::TensorOptions().dtype(at::kBool)).to(x.device, at::kBool, false, true);
     const int64_t steps = plan.rounded / P;
@@ -140,7 +141,7 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
     auto call = [&](const at::Tensor& in, const at::Tensor& pm, KvCache* cache) {
         x.run.check();
         Trace* t = x.trace && n_calls++ == x.trace->call ? x.trace : nullptr;
-        Mixture m = forward(c, x.w, x.rot, in, pm, L, cache, t);
+        Mixture m = forward(c, x.w, x.rot, in, pm, L, cache, t, x.fused);
         x.run.advance();
         return m;
     };
@@ -178,7 +179,7 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
     // Fused mode: the prefill of the B series, once, and its cache (repeated into each sample batch's).
     std::optional<Mixture> prefill;
     std::unique_ptr<KvCache> prefill_cache;
-    if (x.prefill_once && cache) {
+    if (x.fused && cache) {
         prefill_cache = std::make_unique<KvCache>(c, B * V, L / P, x.device, x.dtype);
         prefill = call(inputs, pmask, prefill_cache.get());
     }

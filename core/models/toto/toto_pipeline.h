@@ -63,8 +63,9 @@ struct Exec {
     RunContext& run;
     Trace* trace = nullptr;  // the model call trace->call of this batch (parity tests)
     // Fused mode: the prefill runs once per series (not once per sample copy) and serves every sample batch; the
-    // copies' mixtures and caches are its repetitions. The random draws are eager's, in eager's order and shapes.
-    bool prefill_once = false;
+    // copies' mixtures and caches are its repetitions; small attentions take three ATen ops (toto_forward.h). The
+    // random draws are eager's, in eager's order and shapes.
+    bool fused = false;
 };
 
 // Forecasts one batch and writes its series' rows of `out` (and of `samples`, when given).

@@ -21,10 +21,14 @@
 
 namespace {
 
-std::unique_ptr<cn::Model> open(const std::string& name, c10::Device device) {
+std::unique_ptr<cn::Model> open(const std::string& name, c10::Device device, cn_mode mode = CN_MODE_EAGER,
+                                c10::ScalarType dtype = c10::kFloat) {
     cn::ModelOptions o;
     o.device = device;
-    return cn::load_model(cn::test::toto_dir() + "/" + name, o);
+    o.dtype = dtype;
+    auto m = cn::load_model(cn::test::toto_dir() + "/" + name, o);
+    m->set_mode(mode);
+    return m;
 }
 
 cn::ForecastRequest request(int64_t V, int64_t T, int64_t horizon) {
@@ -77,5 +81,22 @@ TEST(TotoGpu, EagerAgreesWithTheCpu) {
         const std::vector<float> p = run(*gpu, s, 7, nullptr, ns), q = run(*gpu, s, 7, nullptr, ns);
         EXPECT_EQ(p, q);
         for (float v : p) EXPECT_TRUE(std::isfinite(v));
+        // Fused (the prefill once per series, small attentions in three ops): the same draws, so the same forecast
+        // up to rounding; bf16 fused: finite, its distance from fp32 reported and loosely bounded (random tiny
+        // weights amplify rounding more than a trained model does; docs/benchmarks.md has the full-size numbers).
+        auto fused = open(name, c10::Device(c10::kCUDA, 0), CN_MODE_FUSED);
+        auto bf16 = open(name, c10::Device(c10::kCUDA, 0), CN_MODE_FUSED, c10::kBFloat16);
+        const std::vector<float> f = run(*fused, s, 7, nullptr, ns), h = run(*bf16, s, 7, nullptr, ns);
+        double worst = 0, worst16 = 0, spread = 0;
+        for (size_t i = 0; i < ns; ++i) {
+            EXPECT_NEAR(f[i], p[i], 1e-3 * (1 + std::fabs(p[i]))) << "fused output " << i;
+            EXPECT_TRUE(std::isfinite(h[i]));
+            worst = std::max(worst, static_cast<double>(std::fabs(f[i] - p[i])));
+            worst16 = std::max(worst16, static_cast<double>(std::fabs(h[i] - p[i])));
+            spread = std::max(spread, static_cast<double>(std::fabs(p[i])));
+        }
+        std::printf("[ %s ] fused vs eager: max |d| %.3g; bf16 fused vs eager: max |d| %.3g (outputs up to %.3g)\n", name, worst, worst16,
+                    spread);
+        EXPECT_LT(worst16, 0.5 * (1 + spread));
     }
 }
