@@ -282,7 +282,7 @@ cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float tempe
     });
 }
 
-cn_status cn_forecast_request_set_decoding(cn_forecast_request* req, int32_t samples_per_batch, int kv_cache, int mean_rollout,
+cn_status cn_forecast_request_set_decoding(cn_forecast_request* req, int32_t samples_per_batch, int32_t kv_cache, int32_t mean_rollout,
                                            cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");

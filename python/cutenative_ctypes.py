@@ -217,7 +217,7 @@ PROTOTYPES = {
     "cn_forecast_request_set_quantiles": (_st, [_h, FLOAT_P, _sz, _h]),
     "cn_forecast_request_set_sampling": (_st, [_h, ctypes.c_float, ctypes.c_int32, ctypes.c_float,
                                                ctypes.c_int32, _h]),
-    "cn_forecast_request_set_decoding": (_st, [_h, ctypes.c_int32, ctypes.c_int, ctypes.c_int, _h]),
+    "cn_forecast_request_set_decoding": (_st, [_h, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, _h]),
     "cn_forecast_shape_init": (None, [ctypes.POINTER(ForecastShape)]),
     "cn_forecast_get_shape": (_st, [_h, _h, ctypes.POINTER(ForecastShape), _h]),
     "cn_forecast": (_st, [_h, _h, _h, FLOAT_P, _sz, FLOAT_P, _sz, _h]),

@@ -407,21 +407,25 @@ CN_API cn_status cn_forecast_request_set_horizon(cn_forecast_request* req, int64
 
 /* Sets the quantile levels to return, in the order given, each in (0, 1); levels the model lacks are
  * interpolated linearly between the model's levels and held flat beyond its outermost ones, as the
- * reference does. Not called: the model's own levels, ascending. */
+ * reference does (Chronos-2). Toto: the sample paths' quantiles at these levels, which must ascend. Not
+ * called: the model's own levels, ascending. */
 CN_API cn_status cn_forecast_request_set_quantiles(cn_forecast_request* req, const float* levels, size_t count, cn_error* err);
 
-/* Sampling parameters of sampled forecasters (Kronos): temperature > 0, top_k ≥ 0 (0 = off; > 0 disables
- * top_p), top_p in (0, 1], sample_count ≥ 1 paths averaged into the mean. */
+/* Sampling parameters of sampled forecasters: temperature > 0, top_k ≥ 0 (0 = off; > 0 disables top_p), top_p
+ * in (0, 1], sample_count ≥ 1 paths averaged into the mean (Kronos). Toto samples its Student-t mixture: it takes
+ * sample_count only and refuses any temperature, top_k or top_p other than 1, 0, 0.9; not called, one path (every
+ * quantile is that path). */
 CN_API cn_status cn_forecast_request_set_sampling(cn_forecast_request* req, float temperature, int32_t top_k, float top_p,
                                                   int32_t sample_count, cn_error* err);
 /* Decoding of forecasters that roll out patch by patch (Toto): `samples_per_batch` sample paths per model call
  * (0, the default: all of sample_count in one; otherwise it must divide sample_count; like the reference's
  * samples_per_batch it changes the sample stream of a seed), `kv_cache` 1 (the default and the reference's) or 0
- * (every step recomputes every patch: the reference's use_kv_cache=False, other numerics from the third patch),
+ * (every step recomputes every patch: the reference's use_kv_cache=False, whose numerics differ from the second or
+ * third model call on and whose sampled stream differs from the second),
  * `mean_rollout` 1 to roll out the mixture's mean instead of sampling (one output per series, no samples, no
  * quantiles). Other models ignore it. Since ABI 0.6. */
-CN_API cn_status cn_forecast_request_set_decoding(cn_forecast_request* req, int32_t samples_per_batch, int kv_cache, int mean_rollout,
-                                                  cn_error* err);
+CN_API cn_status cn_forecast_request_set_decoding(cn_forecast_request* req, int32_t samples_per_batch, int32_t kv_cache,
+                                                  int32_t mean_rollout, cn_error* err);
 
 /* Shape of a forecast's outputs. Fill with cn_forecast_shape_init first. */
 typedef struct cn_forecast_shape {
@@ -453,7 +457,7 @@ CN_API cn_status cn_forecast_get_shape(const cn_model* model, const cn_forecast_
  * [series][output][horizon] (quantile-major for Chronos-2; Toto: its sample paths' quantiles at the request's
  * levels (default 0.1 .. 0.9), then their mean; with mean_rollout the mean path alone). `samples` (may be NULL with samples_count 0)
  * receives [series][sample][horizon] for sampled forecasters (a sample path is one output wide). `opts` may be NULL.
- * Statuses: INVALID_ARGUMENT (the message names the field: empty/all-NaN series, Inf, horizon, covariate
+ * Statuses: INVALID_ARGUMENT (the message names the field: empty or (Chronos-2) all-NaN series, Inf, horizon, covariate
  * lengths, buffer too small, ...), UNSUPPORTED (model kind cannot forecast), CANCELLED, DEADLINE_EXCEEDED,
  * OUT_OF_DEVICE_MEMORY (model remains usable). Thread-safe per the header's model rules. */
 CN_API cn_status cn_forecast(cn_model* model, const cn_forecast_request* req, cn_run_options* opts, float* out, size_t out_count,

@@ -94,7 +94,7 @@ type Forecast struct {
 	Samples  []float32
 }
 
-// Outputs is the number of outputs per series and step: len(Quantiles), or 1 without quantiles.
+// Outputs is the number of outputs per series and step: len(Quantiles), plus 1 with Mean, and at least 1.
 func (f *Forecast) Outputs() int {
 	n := len(f.Quantiles)
 	if f.Mean {
@@ -115,10 +115,14 @@ func (f *Forecast) Row(s, q int) []float32 {
 	return f.Values[i : i+f.Horizon]
 }
 
-// SamplePath returns sampled path k of series s at output q (a view into Samples; Kronos has output 0 only).
-// It panics when the forecast holds no samples (the request did not set ReturnSamples).
+// SamplePath returns sampled path k of series s (a view into Samples). A path is one output wide (ABI 0.6), so q
+// must be 0; it stays for the callers written when Samples repeated the outputs. It panics when the forecast holds
+// no samples (the request did not set ReturnSamples) or q is not 0.
 func (f *Forecast) SamplePath(s, k, q int) []float32 {
-	i := ((s*f.NSamples+k)*f.Outputs() + q) * f.Horizon
+	if q != 0 {
+		panic("cutenative: SamplePath: a sample path has one output (q must be 0)")
+	}
+	i := (s*f.NSamples + k) * f.Horizon
 	return f.Samples[i : i+f.Horizon]
 }
 
@@ -257,7 +261,7 @@ func buildRequest(req *ForecastRequest) (*C.cn_forecast_request, error) {
 		if d.SamplesPerBatch < 0 || d.SamplesPerBatch > math.MaxInt32 {
 			return fail(invalid(fmt.Sprintf("samples_per_batch: %d does not fit in an int32 (at most 4096)", d.SamplesPerBatch)))
 		}
-		kv, mean := C.int(1), C.int(0)
+		kv, mean := C.int32_t(1), C.int32_t(0)
 		if d.NoKVCache {
 			kv = 0
 		}

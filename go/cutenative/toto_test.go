@@ -92,12 +92,40 @@ func totoRequest(t *testing.T, c totoCase) (*ForecastRequest, int, int) {
 	return req, B, V
 }
 
-func near(got, want float32) bool {
-	return math.Abs(float64(got-want)) <= 1e-4*(1+math.Abs(float64(want)))
+// seriesLevel is a variate's context mean and sqrt(variance + 0.1) over its observed values: the units of the
+// parity bound (specs/toto.md §7), which scales with a value's distance from its series' level, not its magnitude
+// (a 1e6-level series moving by 20 would otherwise get a bound of 100).
+type seriesLevel struct{ level, unit float64 }
+
+func levels(series, mask []float32, n, T int) []seriesLevel {
+	out := make([]seriesLevel, n)
+	for s := range out {
+		var sum, sum2, c float64
+		for t := 0; t < T; t++ {
+			if mask[s*T+t] != 0 {
+				x := float64(series[s*T+t])
+				sum, sum2, c = sum+x, sum2+x*x, c+1
+			}
+		}
+		if c > 0 {
+			out[s].level = sum / c
+			out[s].unit = math.Sqrt(math.Max(0, sum2/c-out[s].level*out[s].level) + 0.1)
+		} else {
+			out[s].unit = math.Sqrt(0.1)
+		}
+	}
+	return out
+}
+
+// near: within 1e-4 of the series' spread (this process's thread count is not the fixtures' one, so GEMMs may
+// round differently) plus 4 ulp of want.
+func near(got, want float32, l seriesLevel) bool {
+	ulp := float64(math.Nextafter32(float32(math.Abs(float64(want))), float32(math.Inf(1))) - float32(math.Abs(float64(want))))
+	return math.Abs(float64(got-want)) <= 1e-4*(math.Abs(float64(want)-l.level)+l.unit)+4*ulp
 }
 
 // Toto through the binding: every fixture case's quantiles, mean and sample paths equal the reference's (within
-// 1e-4 relative: this process's thread count is not the fixtures' one), and the mean rollout's path.
+// near's bound), and the mean rollout's path.
 func TestTotoMatchesTheReference(t *testing.T) {
 	models := map[string]*Model{}
 	t.Cleanup(func() {
@@ -116,6 +144,9 @@ func TestTotoMatchesTheReference(t *testing.T) {
 				models[c.Model] = m
 			}
 			req, B, V := totoRequest(t, c)
+			series, shape := totoArray(t, c.Name+"/series")
+			mask, _ := totoArray(t, c.Name+"/padding_mask")
+			level := levels(series, mask, B*V, shape[2])
 			f, err := m.Forecast(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +159,7 @@ func TestTotoMatchesTheReference(t *testing.T) {
 			last := f.Outputs() - 1
 			for s := 0; s < B*V; s++ {
 				for h := 0; h < H; h++ {
-					if !near(f.At(s, last, h), mean[s*H+h]) {
+					if !near(f.At(s, last, h), mean[s*H+h], level[s]) {
 						t.Fatalf("series %d step %d: mean %v, the reference %v", s, h, f.At(s, last, h), mean[s*H+h])
 					}
 				}
@@ -143,7 +174,7 @@ func TestTotoMatchesTheReference(t *testing.T) {
 			for k := range c.Levels {
 				for s := 0; s < B*V; s++ {
 					for h := 0; h < H; h++ {
-						if want := q[(k*B*V+s)*H+h]; !near(f.At(s, k, h), want) {
+						if want := q[(k*B*V+s)*H+h]; !near(f.At(s, k, h), want, level[s]) {
 							t.Fatalf("level %v series %d step %d: %v, the reference %v", c.Levels[k], s, h, f.At(s, k, h), want)
 						}
 					}
@@ -154,7 +185,7 @@ func TestTotoMatchesTheReference(t *testing.T) {
 			for s := 0; s < B*V; s++ {
 				for k := 0; k < S; k++ {
 					for h := 0; h < H; h++ {
-						if got, want := f.Samples[((s*S)+k)*H+h], ref[(s*H+h)*S+k]; !near(got, want) {
+						if got, want := f.SamplePath(s, k, 0)[h], ref[(s*H+h)*S+k]; !near(got, want, level[s]) {
 							t.Fatalf("series %d sample %d step %d: %v, the reference %v", s, k, h, got, want)
 						}
 					}

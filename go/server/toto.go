@@ -201,6 +201,11 @@ func (t *toto) validate(r *forecastRequest, lim limits) (*totoRequest, error) {
 	// The answer's size in float values: each series' quantiles and mean path, its sample paths when returned,
 	// future timestamps at 8 values each. Every factor is bounded by now.
 	H, n := int64(r.Horizon), int64(len(r.Series))
+	// The library keeps every sample path's horizon whether or not they are returned, up to its 2^28 output limit.
+	if !q.mean() && n*int64(q.sampling.SampleCount)*H > 1<<28 {
+		return nil, badRequest(fmt.Sprintf("sample_count: %d series x %d sample paths x horizon %d is more than the library's "+
+			"limit of 2^28 path values per call; lower sample_count or split the request", n, q.sampling.SampleCount, H))
+	}
 	outs := n * int64(len(q.levels)+1) * H
 	var paths int64
 	if q.returnSamples {
@@ -324,6 +329,9 @@ func (t *toto) work(q *totoRequest) work {
 	if !q.mean() {
 		sampleBatches = int64(q.sampling.SampleCount / q.sampling.SamplesPerBatch)
 	}
+	// Fused mode (the server's default) runs a sampled request's prefill once per series for all its copies and
+	// sample batches: its network arithmetic counts the series' rows once; its draws still cover every copy.
+	prefillOnce := t.m.info.Mode == "fused" && q.sampling.KVCache && !q.mean()
 	var passes, rowsAll int64
 	var flops float64
 	for _, b := range q.batches {
@@ -341,7 +349,11 @@ func (t *toto) work(q *totoRequest) work {
 			if q.mean() {
 				draws /= 25 // the mixture's mean: a weighted sum
 			}
-			flops += float64(sampleBatches) * float64(rows) * (float64(tokens)*t.flopsPerToken(ctx, b.variates) + float64(ctx*P)*scalerFlops + draws)
+			network := float64(sampleBatches) * float64(rows) * float64(tokens) * t.flopsPerToken(ctx, b.variates)
+			if i == 0 && prefillOnce {
+				network = float64(b.tasks*b.variates) * float64(tokens) * t.flopsPerToken(ctx, b.variates)
+			}
+			flops += network + float64(sampleBatches)*float64(rows)*(float64(ctx*P)*scalerFlops+draws)
 		}
 	}
 	what := fmt.Sprintf("%d model calls over %d rows (samples_per_batch x series)", passes, rowsAll)
@@ -475,11 +487,9 @@ func (q *totoRequest) response(model string, f *cutenative.Forecast) (*api.Forec
 			}
 		}
 		if f.Samples != nil {
-			// Laid out [series][sample][step] (one output a path: the binding's SamplePath strides by the outputs).
 			sf.Samples = &api.Samples{Paths: make([][]float32, f.NSamples)}
 			for k := range sf.Samples.Paths {
-				at := (i*f.NSamples + k) * f.Horizon
-				if sf.Samples.Paths[k] = f.Samples[at : at+f.Horizon]; !finite(sf.Samples.Paths[k]) {
+				if sf.Samples.Paths[k] = f.SamplePath(i, k, 0); !finite(sf.Samples.Paths[k]) {
 					return nil, i
 				}
 			}

@@ -219,6 +219,19 @@ func TestTotoRefusalsName400Fields(t *testing.T) {
 			"series[2].covariates: toto models take none"},
 		{"no values", func(r *api.ForecastRequest) { r.Series[1].Values = nil }, "series[1].values: required"},
 		{"too many samples", func(r *api.ForecastRequest) { r.SampleCount = intp(4097) }, "sample_count: must be in [1, 4096]"},
+		{"paths beyond the library's 2^28", func(r *api.ForecastRequest) {
+			// 2048 series of different lengths (128 batches of 16), 4096 paths of 33 steps each, one path a call.
+			r.Series = nil
+			for i := 0; i < 2048; i++ {
+				v := make([]*float64, 1+i%2048)
+				for j := range v {
+					x := float64(j % 7)
+					v[j] = &x
+				}
+				r.Series = append(r.Series, api.Series{Values: v})
+			}
+			r.Horizon, r.SampleCount, r.SamplesPerBatch = 33, intp(4096), intp(1)
+		}, "sample_count: 2048 series x 4096 sample paths x horizon 33 is more than the library's limit of 2^28"},
 		{"no samples", func(r *api.ForecastRequest) { r.SampleCount = intp(0) }, "sample_count: must be in [1, 4096]"},
 		{"samples_per_batch not dividing", func(r *api.ForecastRequest) { r.SampleCount, r.SamplesPerBatch = intp(8), intp(3) },
 			"samples_per_batch: must divide sample_count (8)"},

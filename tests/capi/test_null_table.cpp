@@ -183,6 +183,8 @@ TEST(CApiNullTable, EveryFunctionReturnsAStatus) {
         {"cn_forecast_request_set_decoding", [](cn_error* e) { return cn_forecast_request_set_decoding(nullptr, 0, 1, 0, e); }, INV},
         {"cn_forecast_request_set_decoding", [&](cn_error* e) { return cn_forecast_request_set_decoding(req, -1, 1, 0, e); }, INV},
         {"cn_forecast_request_set_decoding", [&](cn_error* e) { return cn_forecast_request_set_decoding(req, 0, 2, 0, e); }, INV},
+        {"cn_forecast_request_set_decoding", [&](cn_error* e) { return cn_forecast_request_set_decoding(req, 4097, 1, 0, e); }, INV},
+        {"cn_forecast_request_set_decoding", [&](cn_error* e) { return cn_forecast_request_set_decoding(req, 0, 1, 2, e); }, INV},
         {"cn_forecast_get_shape", [&](cn_error* e) { return cn_forecast_get_shape(nullptr, req, &shape, e); }, INV},
         {"cn_forecast", [&](cn_error* e) { return cn_forecast(nullptr, req, opts, out, 8, nullptr, 0, e); }, INV},
         {"cn_embed", [&](cn_error* e) { return cn_embed(nullptr, texts, 1, opts, out, 8, e); }, INV},

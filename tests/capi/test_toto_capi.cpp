@@ -115,3 +115,19 @@ TEST(TotoCapi, RefusalsNameTheField) {
         EXPECT_NE(std::string(cn_error_message(f.err)).find(k.want), std::string::npos) << cn_error_message(f.err);
     }
 }
+
+// A request whose working memory would not fit is refused when its shape is asked for, before anything is
+// allocated: 4100 one-value series rolled out over 65,472 steps: the float64 scaler over 4100 rows x 65,488 steps
+// (about 24 floats a step: 6.4e9) is beyond the per-call limit of 2^32 (on the full-size model the KV cache, 2 x 11
+// layers x 768 x 1024 patches a row, would be refused too).
+TEST(TotoCapi, HugeCallRefusedBeforeAllocation) {
+    Fixture f;
+    const float one = 1.0f;
+    for (int i = 0; i < 4100; ++i) ASSERT_EQ(cn_forecast_request_add_series(f.req, &one, 1, -1, nullptr, f.err), CN_STATUS_OK);
+    ASSERT_EQ(cn_forecast_request_set_horizon(f.req, 65472, f.err), CN_STATUS_OK);
+    ASSERT_EQ(cn_forecast_request_set_decoding(f.req, 0, 1, 1, f.err), CN_STATUS_OK);
+    cn_forecast_shape shape;
+    cn_forecast_shape_init(&shape);
+    EXPECT_EQ(cn_forecast_get_shape(f.m, f.req, &shape, f.err), CN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(cn_error_message(f.err)).find("per-call limit of 2^32"), std::string::npos) << cn_error_message(f.err);
+}

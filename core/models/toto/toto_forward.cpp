@@ -178,7 +178,6 @@ at::Tensor layer(const TotoConfig& c, const Layer& l, const Rotary& rot, const a
 }  // namespace
 
 Rotary make_rotary(int64_t head_dim, c10::Device device) {
-    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
     Rotary r;
     // RotaryEmbedding.__init__ ('lang'): 1. / (theta ** (arange(0, dim, 2)[:dim // 2].float() / dim)), theta 10000.0
     const at::Tensor exponents = at::arange(0, head_dim, 2, at::TensorOptions().dtype(at::kLong).device(device)).to(at::kFloat) / head_dim;
@@ -186,7 +185,6 @@ Rotary make_rotary(int64_t head_dim, c10::Device device) {
     // xPos: (arange(0, dim, 2) + 0.4 * dim) / (1.4 * dim), int64 + double -> fp32
     const at::Tensor ar = at::arange(0, head_dim, 2, at::TensorOptions().dtype(at::kLong).device(device));
     r.xpos = (ar + 0.4 * static_cast<double>(head_dim)) / (1.4 * static_cast<double>(head_dim));
-    (void)f32;
     return r;
 }
 
@@ -251,8 +249,14 @@ Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, co
     // transformer.py Transformer.forward: the space-wise mask from the id mask (all zeros: a task's variates all see
     // each other), [B * S, heads, V, V] bool, contiguous.
     const int64_t B = x.size(0), V = x.size(1), S = x.size(2);
-    const at::Tensor space_mask =
-        at::ones({B * S, 1, V, V}, at::TensorOptions().dtype(at::kBool).device(x.device())).expand({B * S, c.num_heads, V, V}).contiguous();
+    bool any_space = false;
+    for (const Layer& l : w.layers) any_space = any_space || l.spacewise;
+    at::Tensor space_mask;  // fused mode's small attentions take none (the all-true mask is no mask)
+    if (any_space && !(fused && V <= 64)) {
+        space_mask = at::ones({B * S, 1, V, V}, at::TensorOptions().dtype(at::kBool).device(x.device()))
+                         .expand({B * S, c.num_heads, V, V})
+                         .contiguous();
+    }
     int64_t time_layer = 0;
     for (const Layer& l : w.layers) {
         x = layer(c, l, rot, x, space_mask, cache, time_layer, fused);

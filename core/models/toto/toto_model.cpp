@@ -4,6 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 
+#include <mutex>
+
 #include "core/common/status.h"
 #include "core/models/toto/toto_config.h"
 #include "core/models/toto/toto_pipeline.h"
@@ -16,7 +18,12 @@ namespace {
 // seed's low 32 bits, as the reference's).
 at::Generator make_generator(c10::Device device, uint64_t seed) {
     if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
-    at::Generator g = at::globalContext().defaultGenerator(device).clone();
+    at::Generator def = at::globalContext().defaultGenerator(device);  // a handle to the shared one
+    at::Generator g;
+    {
+        std::lock_guard<std::mutex> lock(def.mutex());  // other threads' ops advance the default generator
+        g = def.clone();
+    }
     g.set_current_seed(seed);
     return g;
 }

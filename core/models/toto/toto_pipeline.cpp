@@ -54,6 +54,13 @@ Plan make_plan(const ForecastRequest& req, const TotoConfig& cfg) {
             }
         }
     }
+    // Values: NaN is a missing value; Inf is refused here, before any batch computes.
+    for (size_t i = 0; i < req.series.size(); ++i) {
+        const SeriesValues& v = req.series[i].values;
+        for (size_t j = 0; j < v.size(); ++j) {
+            if (std::isinf(v[j])) invalid("series[" + std::to_string(i) + "][" + std::to_string(j) + "]: Inf");
+        }
+    }
     // Tasks: a group's series in request order; a series of group -1 alone.
     std::map<int64_t, size_t> by_group;
     for (size_t i = 0; i < req.series.size(); ++i) {
@@ -89,16 +96,28 @@ Plan make_plan(const ForecastRequest& req, const TotoConfig& cfg) {
         if (fresh) p.batches.push_back(Batch{V, L, {}});
         p.batches[it->second].members.push_back(t);
     }
-    // The largest model call: every row of a batch over the whole sequence it processes at once (the first call with
-    // the cache, the last without).
+    // The largest model call: every row of a batch over the whole sequence its network processes at once (the first
+    // call with the cache, the last without), and the float64 scaler over the whole series so far (about 24 floats a
+    // step); and the KV cache: keys and values of every time-wise layer over every patch. The sample paths kept
+    // are the horizon's only (series x samples x horizon: the library's 2^28 output limit bounds them).
     const int64_t width = cfg.embed_dim + 8 * cfg.k_components;
     const int64_t copies = p.sample_count == 0 ? 1 : p.samples_per_batch;
+    const std::string what = p.sample_count == 0 ? "series" : "samples_per_batch";
+    const std::string advice = p.sample_count == 0 ? "split the request" : "lower samples_per_batch or split the request";
     for (const Batch& b : p.batches) {
-        const int64_t rows = copies * static_cast<int64_t>(b.members.size()) * b.variates;
-        const int64_t steps = req.kv_cache ? b.padded : b.padded + p.rounded - P;
-        if (static_cast<double>(rows) * static_cast<double>(steps) * static_cast<double>(width) > static_cast<double>(kMaxCallValues)) {
-            invalid("samples_per_batch: a model call of " + std::to_string(rows) + " rows x " + std::to_string(steps) +
-                    " steps exceeds the per-call limit of 2^32 activations; lower samples_per_batch or split the request");
+        const double rows = static_cast<double>(copies) * static_cast<double>(b.members.size()) * static_cast<double>(b.variates);
+        const double total = static_cast<double>(b.padded + p.rounded);
+        const double steps = static_cast<double>(req.kv_cache ? b.padded : b.padded + p.rounded - P);
+        if (rows * std::max(steps * static_cast<double>(width), total * 24.0) > static_cast<double>(kMaxCallValues)) {
+            invalid(what + ": a model call of " + std::to_string(static_cast<int64_t>(rows)) + " rows x " +
+                    std::to_string(static_cast<int64_t>(total)) + " steps exceeds the per-call limit of 2^32 activations; " + advice);
+        }
+        const double cache = 2.0 * static_cast<double>(std::max<int64_t>(1, cfg.time_layers())) * rows *
+                             static_cast<double>(cfg.embed_dim) * std::ceil(total / static_cast<double>(P));
+        if (req.kv_cache && cache > static_cast<double>(kMaxCallValues)) {
+            invalid(what + ": the KV cache of " + std::to_string(static_cast<int64_t>(rows)) + " rows x " +
+                    std::to_string(static_cast<int64_t>(std::ceil(total / static_cast<double>(P)))) +
+                    " patches exceeds the limit of 2^32 values; " + advice + " (or turn the KV cache off)");
         }
         p.calls += (p.sample_count == 0 ? 1 : p.sample_count / p.samples_per_batch) * (p.rounded / P);
     }
@@ -123,7 +142,6 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
             const int64_t n = static_cast<int64_t>(s.size()), off = (b * V + v) * L + (L - n);
             for (int64_t j = 0; j < n; ++j) {
                 const float f = s[static_cast<size_t>(j)];
-                if (std::isinf(f)) invalid("series[" + std::to_string(si) + "][" + std::to_string(j) + "]: Inf");
                 if (std::isnan(f)) continue;
                 values[static_cast<size_t>(off + j)] = f;
                 mask[static_cast<size_t>(off + j)] = 1;
@@ -189,6 +207,7 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
         for (int64_t i = 0; i < steps; ++i) {
             Mixture m;
             if (i == 0 && prefill) {
+                x.run.check();
                 cache->fill_repeated(*prefill_cache, sbs);
                 m = repeat_rows(*prefill, sbs);
                 if (nb > 0) x.run.advance();  // the first batch's is the prefill call's
@@ -200,12 +219,12 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
             in = at::cat({in, next}, -1);
             pm = at::cat({pm, dummy}, -1);
         }
-        all.push_back(in);
+        all.push_back(in.narrow(-1, L, H).clone());  // the horizon's steps only
         if (cache) cache->reset();
     }
-    const int64_t Lt = L + plan.rounded;
-    // "(samples batch) v t -> batch v t samples", trimmed to the horizon: a strided view, reduced as the reference does.
-    const at::Tensor paths = at::cat(all, 0).reshape({S, B, V, Lt}).permute({1, 2, 3, 0}).narrow(2, L, H);
+    // "(samples batch) v t -> batch v t samples", trimmed to the horizon: a strided view, reduced as the reference
+    // does (the sample dimension outermost, the steps contiguous).
+    const at::Tensor paths = at::cat(all, 0).reshape({S, B, V, H}).permute({1, 2, 3, 0});
     std::vector<at::Tensor> stats;
     for (float q : plan.levels) stats.push_back(at::quantile(paths, at::scalar_tensor(q, paths.options()), -1, false, "linear"));
     stats.push_back(paths.mean(-1));

@@ -22,7 +22,7 @@ namespace cn::toto {
 constexpr int32_t kMaxSamplePaths = 4096;             // sample_count
 constexpr int64_t kMaxVariates = 1024;                // series of one task
 constexpr int64_t kMaxSteps = int64_t{1} << 16;       // padded history + rounded horizon of a task
-constexpr int64_t kMaxCallValues = int64_t{1} << 32;  // one model call's rows x steps x (embed_dim + 8 K): its activations
+constexpr int64_t kMaxCallValues = int64_t{1} << 32;  // one model call's activations; the KV cache's values
 
 // The default quantile levels (and those a request may name: any in (0, 1), ascending).
 std::vector<float> default_quantiles();

@@ -147,6 +147,8 @@ TEST_P(TotoParity, MatchesTheReference) {
     expect_close(trace.scale, fixture(p + "scale"), "scale", &equal, &total);
     expect_close(trace.scaled, fixture(p + "scaled"), "scaled", &equal, &total);
     expect_close(trace.embed, fixture(p + "embed"), "embed", &equal, &total);
+    std::ifstream cfg(kDir + "/" + c["model"].get<std::string>() + "/config.json");
+    EXPECT_EQ(static_cast<int64_t>(trace.layers.size()), nlohmann::json::parse(cfg)["num_layers"].get<int64_t>()) << "every layer traced";
     for (size_t i = 0; i < trace.layers.size(); ++i) {
         expect_close(trace.layers[i], fixture(p + "layer" + std::to_string(i)), "layer " + std::to_string(i), &equal, &total);
     }
