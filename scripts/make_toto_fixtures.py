@@ -414,6 +414,41 @@ def run_case(c, model, arrays):
     return meta
 
 
+# Requests that span several reference calls: cutenative forecasts tasks with as many variates and the same padded
+# history as one batch, batches in order of first appearance, on one generator seeded once; the reference then is
+# torch.manual_seed(seed) followed by one forecast per batch, in that order.
+MULTI_BATCH_CASES = [
+    dict(name="m_two_batches", model="tiny_a", seed=113, pred_len=20, num_samples=4, samples_per_batch=2, use_kv_cache=True,
+         note="batch 0: V=2 T=40 (h's input); batch 1: V=1 T=20 (a's first 20 steps): one generator across both calls"),
+]
+
+
+def multi_batch_inputs():
+    s0, m0 = series_h()
+    s1, m1 = series_a()
+    return [(s0, m0), (s1[:, :, :20].copy(), m1[:, :, :20].copy())]
+
+
+def run_multi_batch(c, model, arrays):
+    forecaster = TotoForecaster(model.model)
+    meta = dict(c)
+    n = c["name"]
+    torch.manual_seed(c["seed"])
+    shapes = []
+    for k, (series, mask) in enumerate(multi_batch_inputs()):
+        arrays[f"{n}/batch{k}/series"] = torch.from_numpy(series)
+        arrays[f"{n}/batch{k}/padding_mask"] = torch.from_numpy(mask.astype(np.uint8))
+        fc = forecaster.forecast(masked_timeseries(series, mask), prediction_length=c["pred_len"], num_samples=c["num_samples"],
+                                 samples_per_batch=c["samples_per_batch"], use_kv_cache=c["use_kv_cache"])
+        arrays[f"{n}/batch{k}/samples"] = fc.samples.contiguous().clone()
+        arrays[f"{n}/batch{k}/mean"] = fc.mean.contiguous().clone()
+        arrays[f"{n}/batch{k}/quantiles"] = torch.stack([fc.quantile(q) for q in QUANTILES]).contiguous()
+        shapes.append(list(series.shape))
+    meta.update(batches=len(shapes), batch_shapes=shapes, quantile_levels=QUANTILES)
+    print(f"{n}: {len(shapes)} reference calls {shapes}")
+    return meta
+
+
 CONVENTIONS = {
     "inputs": "MaskedTimeseries(series=float32 [B,V,T] from <case>/series (masked positions hold 0.0), "
     "padding_mask=bool [B,V,T] from <case>/padding_mask (uint8 here; 1 = observed), "
@@ -469,6 +504,7 @@ def main():
     arrays, metas = {}, []
     for c in CASES:
         metas.append(run_case(c, models[c["model"]], arrays))
+    multi = [run_multi_batch(c, models[c["model"]], arrays) for c in MULTI_BATCH_CASES]
     by = {m["name"]: m for m in metas}
     diffs = {}
     for x, y in [("a_univariate", "c_univariate_nocache"), ("e_mean_cache", "f_mean_nocache"),
@@ -495,6 +531,7 @@ def main():
         "models": infos,
         "cache_vs_nocache": diffs,
         "cases": metas,
+        "multi_batch_cases": multi,
     }
     with open(os.path.join(OUT, "cases.json"), "w") as f:
         json.dump(doc, f, indent=1)

@@ -223,3 +223,60 @@ TEST_P(TotoParity, MatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, TotoParity, ::testing::Combine(::testing::Range(0, 12), ::testing::Values(CN_MODE_EAGER, CN_MODE_FUSED)));
 
 TEST(TotoFixtures, CaseCount) { EXPECT_EQ(cases()["cases"].size(), 12u) << "update the Range above"; }
+
+// A request spanning two reference calls (tasks of 2 and 1 variates: two batches): the batches run in order of
+// first appearance on one generator seeded once, as torch.manual_seed(seed) followed by one forecast per batch.
+TEST(TotoParityBatches, OneGeneratorAcrossTheBatches) {
+    at::set_num_threads(cases()["threads"].get<int>());
+    for (const auto& c : cases()["multi_batch_cases"]) {
+        const std::string name = c["name"];
+        SCOPED_TRACE(name);
+        cn::ForecastRequest req;
+        std::vector<std::pair<int64_t, int64_t>> where;  // (batch, variate) of each request series
+        for (int64_t b = 0; b < c["batches"].get<int64_t>(); ++b) {
+            const at::Tensor series = fixture(name + "/batch" + std::to_string(b) + "/series");
+            const at::Tensor mask = fixture(name + "/batch" + std::to_string(b) + "/padding_mask");
+            for (int64_t v = 0; v < series.size(1); ++v) {
+                std::vector<float> vals(static_cast<size_t>(series.size(2)));
+                for (int64_t t = 0; t < series.size(2); ++t) {
+                    vals[static_cast<size_t>(t)] =
+                        mask[0][v][t].item<uint8_t>() ? series[0][v][t].item<float>() : std::numeric_limits<float>::quiet_NaN();
+                }
+                cn::ForecastSeries s;
+                s.values = cn::SeriesValues(vals);
+                s.group = b;
+                req.series.push_back(std::move(s));
+                where.emplace_back(b, v);
+            }
+        }
+        req.horizon = c["pred_len"];
+        req.sample_count = c["num_samples"];
+        req.samples_per_batch = c["samples_per_batch"];
+        req.quantiles = c["quantile_levels"].get<std::vector<float>>();
+        cn::Model& m = model(c["model"]);
+        m.set_mode(CN_MODE_EAGER);
+        cn::RunContext run;
+        run.seed = c["seed"];
+        run.begin();
+        const int64_t H = req.horizon, S = req.sample_count, n = static_cast<int64_t>(req.series.size());
+        std::vector<float> out(static_cast<size_t>(n * 4 * H)), samples(static_cast<size_t>(n * S * H));
+        cn::toto::forecast_traced(m, req, run, out.data(), out.size(), samples.data(), samples.size(), nullptr);
+        const bool fixtures_cpu = at::get_cpu_capability() == cases()["cpu_capability"].get<std::string>() &&
+                                  processor() == cases()["processor"].get<std::string>();
+        size_t equal = 0, total = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const auto [b, v] = where[static_cast<size_t>(i)];
+            const at::Tensor ref = fixture(name + "/batch" + std::to_string(b) + "/samples");  // [1, V, H, S]
+            for (int64_t k = 0; k < S; ++k) {
+                for (int64_t h = 0; h < H; ++h) {
+                    const float r = ref[0][v][h][k].item<float>(), g = samples[static_cast<size_t>((i * S + k) * H + h)];
+                    EXPECT_NEAR(g, r, 1e-4 * (1 + std::fabs(r))) << "series " << i << " sample " << k << " step " << h;
+                    equal += g == r;
+                    ++total;
+                }
+            }
+        }
+        std::printf("[ %s ] samples: %zu of %zu values bit-equal\n", name.c_str(), equal, total);
+        if (fixtures_cpu) EXPECT_EQ(equal, total);
+    }
+}
