@@ -48,9 +48,10 @@ protected:
 public:
     void fill_info(cn_model_info& info) const override {
         Model::fill_info(info);
-        info.context_length = kMaxSteps;
+        // History and horizon share kMaxSteps, each rounded up to whole patches; the history is never truncated.
+        info.context_length = kMaxSteps - cfg_.patch_size;
         info.native_horizon = cfg_.patch_size;
-        info.max_horizon = kMaxSteps;
+        info.max_horizon = kMaxSteps - cfg_.patch_size;
         info.n_default_quantiles = static_cast<int64_t>(default_quantiles().size());
     }
 
