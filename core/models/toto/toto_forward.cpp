@@ -98,26 +98,41 @@ at::Tensor rotate_half(const at::Tensor& x) {
     return at::stack({-parts[1], parts[0]}, -1).reshape(x.sizes());
 }
 
-// rotary_embedding_torch apply_rotary_emb over the whole head dimension (the empty left and right parts of its cat
-// only copy).
-at::Tensor apply_rotary(const at::Tensor& freqs, const at::Tensor& t, const at::Tensor& scale) {
-    const at::Tensor out = (t * freqs.cos() * scale) + (rotate_half(t) * freqs.sin() * scale);
-    return at::cat({t.narrow(-1, 0, 0), out, t.narrow(-1, t.size(-1), 0)}, -1);
-}
+// The rotary tables of one model call, shared by its time-wise layers (they all sit at the same offset): rope.py
+// TimeAwareRotaryEmbedding.rotate_queries_and_keys computes them again in every layer with the same ops on the
+// same inputs, so computing them once gives the same values. Positions offset .. offset + S - 1, xPos centred on
+// floor(max position / 2) of this call.
+struct RotaryTables {
+    at::Tensor cos, sin, scale, inv_scale;  // [S, head_dim]
+    at::Tensor q_cos, q_sin, k_cos, k_sin;  // fused mode: cos and sin times the scale (q) and its inverse (k)
+};
 
-// rope.py TimeAwareRotaryEmbedding.rotate_queries_and_keys for q, k [rows, heads, S, head_dim] at positions
-// offset .. offset + S - 1, xPos centred on floor(max position / 2) of this call.
-std::pair<at::Tensor, at::Tensor> rotate(const Rotary& rot, const at::Tensor& q, const at::Tensor& k, int64_t offset) {
-    const int64_t S = q.size(-2);
+RotaryTables rotary_tables(const Rotary& rot, int64_t S, int64_t offset, c10::ScalarType dtype, bool fused) {
     // get_seq_pos (/ interpolate_factor 1 is exact); fp32 whatever the activations' dtype (bf16 holds integers
     // exactly only up to 256)
-    const at::Tensor seq = at::arange(S, q.options().dtype(at::kFloat)) + offset;
-    at::Tensor freqs = at::einsum("...,f->...f", {seq.to(rot.freqs.scalar_type()), rot.freqs});
+    const at::Tensor seq = at::arange(S, rot.freqs.options()) + offset;
+    at::Tensor freqs = at::einsum("...,f->...f", {seq, rot.freqs});
     freqs = freqs.unsqueeze(-1).expand({S, freqs.size(-1), 2}).reshape({S, 2 * freqs.size(-1)});
     const at::Tensor power = (seq - at::floor_divide(std::get<0>(seq.max(-1)).unsqueeze(-1), 2)) / 512;
     at::Tensor scale = at::pow(rot.xpos, power.unsqueeze(-1));
-    scale = at::cat({scale, scale}, -1).to(q.scalar_type());
-    return {apply_rotary(freqs, q, scale).to(q.scalar_type()), apply_rotary(freqs, k, at::pow(scale, -1)).to(k.scalar_type())};
+    scale = at::cat({scale, scale}, -1).to(dtype);
+    RotaryTables t{freqs.cos(), freqs.sin(), scale, at::pow(scale, -1), {}, {}, {}, {}};
+    if (fused) {
+        t.q_cos = t.cos * t.scale;
+        t.q_sin = t.sin * t.scale;
+        t.k_cos = t.cos * t.inv_scale;
+        t.k_sin = t.sin * t.inv_scale;
+    }
+    return t;
+}
+
+// rotary_embedding_torch apply_rotary_emb over the whole head dimension (the empty left and right parts of its cat
+// only copy). Fused: two products with the premultiplied tables, no copy (equal up to rounding).
+at::Tensor apply_rotary(const RotaryTables& r, const at::Tensor& t, bool key, bool fused) {
+    if (fused) return (t * (key ? r.k_cos : r.q_cos) + rotate_half(t) * (key ? r.k_sin : r.q_sin)).to(t.scalar_type());
+    const at::Tensor& scale = key ? r.inv_scale : r.scale;
+    const at::Tensor out = (t * r.cos * scale) + (rotate_half(t) * r.sin * scale);
+    return at::cat({t.narrow(-1, 0, 0), out, t.narrow(-1, t.size(-1), 0)}, -1).to(t.scalar_type());
 }
 
 // Attention as softmax(q k^T / sqrt(d)) v in three ATen ops: fused mode's path for a decode step's single query
@@ -129,7 +144,7 @@ at::Tensor small_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 }
 
 // attention.py BaseMultiheadAttention.forward without xformers; time-wise or space-wise.
-at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, const at::Tensor& x, const at::Tensor& space_mask,
+at::Tensor attention(const TotoConfig& c, const Layer& l, const RotaryTables& rot, const at::Tensor& x, const at::Tensor& space_mask,
                      KvCache* cache, int64_t time_layer, bool fused) {
     const int64_t B = x.size(0), V = x.size(1), S = x.size(2), D = x.size(3), H = c.num_heads, hd = c.head_dim();
     if (!l.spacewise) {
@@ -138,7 +153,7 @@ at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, con
         // "bv s (qkv hd nh) -> qkv bv nh s hd": the split is head-minor
         const auto parts = qkv.reshape({B * V, S, 3, hd, H}).permute({2, 0, 4, 1, 3}).unbind(0);
         const int64_t offset = cache ? cache->length(time_layer) : 0;
-        auto [q, k] = rotate(rot, parts[0], parts[1], offset);
+        at::Tensor q = apply_rotary(rot, parts[0], /*key=*/false, fused), k = apply_rotary(rot, parts[1], /*key=*/true, fused);
         at::Tensor v = parts[2];
         if (cache) std::tie(k, v) = cache->append(time_layer, k, v);
         q = q.contiguous();
@@ -166,8 +181,8 @@ at::Tensor attention(const TotoConfig& c, const Layer& l, const Rotary& rot, con
 }
 
 // transformer.py TransformerLayer.forward: pre-norm attention and SwiGLU (the gate is the first half).
-at::Tensor layer(const TotoConfig& c, const Layer& l, const Rotary& rot, const at::Tensor& x, const at::Tensor& space_mask, KvCache* cache,
-                 int64_t time_layer, bool fused) {
+at::Tensor layer(const TotoConfig& c, const Layer& l, const RotaryTables& rot, const at::Tensor& x, const at::Tensor& space_mask,
+                 KvCache* cache, int64_t time_layer, bool fused) {
     const at::Tensor h = x + attention(c, l, rot, rms_norm(x, l.norm1), space_mask, cache, time_layer, fused).contiguous();
     const at::Tensor u = at::linear(rms_norm(h, l.norm2), l.up.w, l.up.b);
     const auto gv = u.chunk(2, -1);
@@ -257,9 +272,10 @@ Mixture forward(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, co
                          .expand({B * S, c.num_heads, V, V})
                          .contiguous();
     }
+    const RotaryTables tables = rotary_tables(rot, S, cache ? cache->length(0) : 0, x.scalar_type(), fused);
     int64_t time_layer = 0;
     for (const Layer& l : w.layers) {
-        x = layer(c, l, rot, x, space_mask, cache, time_layer, fused);
+        x = layer(c, l, tables, x, space_mask, cache, time_layer, fused);
         if (!l.spacewise) ++time_layer;
         if (trace) trace->layers.push_back(x);
     }
