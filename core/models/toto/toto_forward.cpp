@@ -82,8 +82,10 @@ at::Tensor param_linear(const at::Tensor& x, const layers::Linear& l) {
     return out.add_(l.b);
 }
 
-// util.py RMSNorm (the Python path, eps 1e-8).
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) {
+// util.py RMSNorm (the Python path, eps 1e-8). Fused: ATen's rms_norm, one op (x * rsqrt rather than x / sqrt:
+// equal up to rounding).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale, bool fused) {
+    if (fused) return at::rms_norm(x, {x.size(-1)}, scale, 1e-8);
     const at::Tensor x_normed = x / at::sqrt(at::mean(x * x, {-1}, /*keepdim=*/true) + 1e-8);
     return x_normed * scale;
 }
@@ -104,7 +106,8 @@ at::Tensor rotate_half(const at::Tensor& x) {
 // floor(max position / 2) of this call.
 struct RotaryTables {
     at::Tensor cos, sin, scale, inv_scale;  // [S, head_dim]
-    at::Tensor q_cos, q_sin, k_cos, k_sin;  // fused mode: cos and sin times the scale (q) and its inverse (k)
+    // Fused mode: cos and sin times the scale (for q) and its inverse (for k), stacked [2, 1, 1, S, head_dim].
+    at::Tensor qk_cos, qk_sin;
 };
 
 RotaryTables rotary_tables(const Rotary& rot, int64_t S, int64_t offset, c10::ScalarType dtype, bool fused) {
@@ -116,20 +119,17 @@ RotaryTables rotary_tables(const Rotary& rot, int64_t S, int64_t offset, c10::Sc
     const at::Tensor power = (seq - at::floor_divide(std::get<0>(seq.max(-1)).unsqueeze(-1), 2)) / 512;
     at::Tensor scale = at::pow(rot.xpos, power.unsqueeze(-1));
     scale = at::cat({scale, scale}, -1).to(dtype);
-    RotaryTables t{freqs.cos(), freqs.sin(), scale, at::pow(scale, -1), {}, {}, {}, {}};
+    RotaryTables t{freqs.cos(), freqs.sin(), scale, at::pow(scale, -1), {}, {}};
     if (fused) {
-        t.q_cos = t.cos * t.scale;
-        t.q_sin = t.sin * t.scale;
-        t.k_cos = t.cos * t.inv_scale;
-        t.k_sin = t.sin * t.inv_scale;
+        t.qk_cos = at::stack({t.cos * t.scale, t.cos * t.inv_scale}).unsqueeze(1).unsqueeze(1);
+        t.qk_sin = at::stack({t.sin * t.scale, t.sin * t.inv_scale}).unsqueeze(1).unsqueeze(1);
     }
     return t;
 }
 
 // rotary_embedding_torch apply_rotary_emb over the whole head dimension (the empty left and right parts of its cat
-// only copy). Fused: two products with the premultiplied tables, no copy (equal up to rounding).
-at::Tensor apply_rotary(const RotaryTables& r, const at::Tensor& t, bool key, bool fused) {
-    if (fused) return (t * (key ? r.k_cos : r.q_cos) + rotate_half(t) * (key ? r.k_sin : r.q_sin)).to(t.scalar_type());
+// only copy). Fused mode rotates q and k together with the premultiplied tables instead (attention()).
+at::Tensor apply_rotary(const RotaryTables& r, const at::Tensor& t, bool key) {
     const at::Tensor& scale = key ? r.inv_scale : r.scale;
     const at::Tensor out = (t * r.cos * scale) + (rotate_half(t) * r.sin * scale);
     return at::cat({t.narrow(-1, 0, 0), out, t.narrow(-1, t.size(-1), 0)}, -1).to(t.scalar_type());
@@ -151,17 +151,29 @@ at::Tensor attention(const TotoConfig& c, const Layer& l, const RotaryTables& ro
         const at::Tensor xi = x.reshape({B * V, S, D});  // "b v s d -> (b v) s d"
         const at::Tensor qkv = at::linear(xi.contiguous(), l.qkv.w, l.qkv.b);
         // "bv s (qkv hd nh) -> qkv bv nh s hd": the split is head-minor
-        const auto parts = qkv.reshape({B * V, S, 3, hd, H}).permute({2, 0, 4, 1, 3}).unbind(0);
+        const at::Tensor split = qkv.reshape({B * V, S, 3, hd, H}).permute({2, 0, 4, 1, 3});
+        const auto parts = split.unbind(0);
         const int64_t offset = cache ? cache->length(time_layer) : 0;
-        at::Tensor q = apply_rotary(rot, parts[0], /*key=*/false, fused), k = apply_rotary(rot, parts[1], /*key=*/true, fused);
-        at::Tensor v = parts[2];
+        at::Tensor q, k, v = parts[2];
+        if (fused) {  // q and k rotated in one pass over both
+            const at::Tensor qk = split.narrow(0, 0, 2);
+            const at::Tensor rotated = (qk * rot.qk_cos + rotate_half(qk) * rot.qk_sin).to(qk.scalar_type());
+            q = rotated[0];
+            k = rotated[1];
+        } else {
+            q = apply_rotary(rot, parts[0], /*key=*/false);
+            k = apply_rotary(rot, parts[1], /*key=*/true);
+        }
         if (cache) std::tie(k, v) = cache->append(time_layer, k, v);
-        q = q.contiguous();
-        k = k.contiguous().to(q.scalar_type());
-        v = v.contiguous().to(q.scalar_type());
-        const at::Tensor o =
-            fused && S == 1 ? small_attention(q, k, v)
-                            : at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/offset == 0);
+        at::Tensor o;
+        if (fused && S == 1) {
+            o = small_attention(q, k, v.to(q.scalar_type()));  // strided cache slices: matmul takes them as they are
+        } else {
+            q = q.contiguous();
+            k = k.contiguous().to(q.scalar_type());
+            v = v.contiguous().to(q.scalar_type());
+            o = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/offset == 0);
+        }
         // "(b v) nh s hd -> b v s (nh hd)": the merge is head-major
         const at::Tensor merged = o.reshape({B, V, H, S, hd}).permute({0, 1, 3, 2, 4}).reshape({B, V, S, D});
         return at::linear(merged, l.out.w, l.out.b);
@@ -183,8 +195,8 @@ at::Tensor attention(const TotoConfig& c, const Layer& l, const RotaryTables& ro
 // transformer.py TransformerLayer.forward: pre-norm attention and SwiGLU (the gate is the first half).
 at::Tensor layer(const TotoConfig& c, const Layer& l, const RotaryTables& rot, const at::Tensor& x, const at::Tensor& space_mask,
                  KvCache* cache, int64_t time_layer, bool fused) {
-    const at::Tensor h = x + attention(c, l, rot, rms_norm(x, l.norm1), space_mask, cache, time_layer, fused).contiguous();
-    const at::Tensor u = at::linear(rms_norm(h, l.norm2), l.up.w, l.up.b);
+    const at::Tensor h = x + attention(c, l, rot, rms_norm(x, l.norm1, fused), space_mask, cache, time_layer, fused).contiguous();
+    const at::Tensor u = at::linear(rms_norm(h, l.norm2, fused), l.up.w, l.up.b);
     const auto gv = u.chunk(2, -1);
     const at::Tensor z = at::silu(gv[0]) * gv[1];
     return h + at::linear(z, l.down.w, l.down.b);
