@@ -188,14 +188,21 @@ func (t *toto) validate(r *forecastRequest, lim limits) (*totoRequest, error) {
 		if !q.sampling.KVCache {
 			steps += rounded - P
 		}
-		if float64(rows)*float64(steps)*float64(width) > totoMaxCallValues {
-			field := "samples_per_batch"
-			if q.mean() {
-				field = "series"
-			}
+		field := "samples_per_batch"
+		if q.mean() {
+			field = "series"
+		}
+		// As the library bounds a call (core/models/toto/toto_pipeline.cpp, make_plan): the network's activations,
+		// or the float64 scaler over the whole sequence (about 24 floats a step), and the KV cache.
+		total := b.padded + rounded
+		if float64(rows)*max(float64(steps)*float64(width), float64(total)*24) > totoMaxCallValues {
 			return nil, badRequest(fmt.Sprintf("%s: a model call of %d rows (samples_per_batch %d x %d tasks x %d variates) x %d steps "+
 				"exceeds the library's limit of 2^32 activations per call (batch %d); lower samples_per_batch or split the request",
-				field, rows, q.copies(), b.tasks, b.variates, steps, k))
+				field, rows, q.copies(), b.tasks, b.variates, total, k))
+		}
+		if q.sampling.KVCache && 2*float64(max(t.timeLayers, 1))*float64(rows)*float64(t.dim)*float64(total/P) > totoMaxCallValues {
+			return nil, badRequest(fmt.Sprintf("%s: the KV cache of %d rows x %d patches exceeds the library's limit of 2^32 values "+
+				"(batch %d); lower samples_per_batch, split the request or set kv_cache false", field, rows, total/P, k))
 		}
 	}
 	// The answer's size in float values: each series' quantiles and mean path, its sample paths when returned,

@@ -250,7 +250,7 @@ func TestTotoRefusalsName400Fields(t *testing.T) {
 		{"steps", func(r *api.ForecastRequest) { long(65530)(r); r.Horizon = 16 },
 			"series[0]: a history of 65530 values (65536 padded to whole patches of 16) and a horizon of 16 (16) exceed the model's 65536 steps"},
 		{"the library's per-call limit", func(r *api.ForecastRequest) { long(16384)(r); r.SampleCount = intp(4096) },
-			"samples_per_batch: a model call of 4096 rows (samples_per_batch 4096 x 1 tasks x 1 variates) x 16384 steps exceeds"},
+			"samples_per_batch: a model call of 4096 rows (samples_per_batch 4096 x 1 tasks x 1 variates) x 16416 steps exceeds"},
 		// 3 series x 20 steps x 4096 paths = 245760 sample-path values
 		{"sample paths count", func(r *api.ForecastRequest) { r.SampleCount, r.ReturnSamples = intp(4096), boolp(true) },
 			"245760 sample-path values (return_samples)"},
