@@ -155,6 +155,8 @@ def main():
     forecaster = TotoForecaster(backbone)
     eager, fused = Cn(args.lib, d, cn.CN_MODE_EAGER, args.device), Cn(args.lib, d, cn.CN_MODE_FUSED, args.device)
     bf16 = Cn(args.lib, d, cn.CN_MODE_FUSED, args.device, cn.CN_DTYPE_BF16) if args.device == "cuda" else None
+    graph = Cn(args.lib, d, cn.CN_MODE_GRAPH, args.device) if args.device == "cuda" else None
+    graph16 = Cn(args.lib, d, cn.CN_MODE_GRAPH, args.device, cn.CN_DTYPE_BF16) if args.device == "cuda" else None
 
     rng = np.random.default_rng(5)
     lines = ["# Toto benchmark: toto-ts 0.2.0 TotoForecaster vs cutenative", "",
@@ -162,9 +164,9 @@ def main():
              "- Device: %s; torch %s; fp32, TF32 off" % (torch.cuda.get_device_name(0) if dev == "cuda" else "cpu", torch.__version__),
              "- Model: random-weight Toto-Open-Base-1.0 shape (%.1f M parameters), KV cache on" % (n_params / 1e6), "",
              "| row | B | V | context | samples (per call) | horizon | reference ms | eager ms | fused ms | fused / reference "
-             "| fused bf16 ms | peak MB ref / eager / fused / bf16 | samples within 1e-3 (eager, fused) | max median diff fused "
-             "| bf16: CRPS vs fp32 fused |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| fused bf16 ms | graph ms (graph = fused) | graph bf16 ms | peak MB ref / eager / fused / bf16 "
+             "| samples within 1e-3 (eager, fused) | max median diff fused | bf16: CRPS vs fp32 fused |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     seed = 1234
     for key, B, V, T, S, sbs, H in ROWS:
         if key not in args.rows.split(","):
@@ -191,8 +193,13 @@ def main():
         t_e, m_e, s_e = timed(lambda: eager.forecast(x, H, S, sbs, seed), args.runs)
         t_f, m_f, s_f = timed(lambda: fused.forecast(x, H, S, sbs, seed), args.runs)
         t_b, m_b, s_b = float("nan"), float("nan"), None
+        t_g, t_g16, same = float("nan"), float("nan"), "n/a"
         if bf16 is not None:
             t_b, m_b, s_b = timed(lambda: bf16.forecast(x, H, S, sbs, seed), args.runs)
+            # graph mode: the warm-up call captures the shape; the timed calls replay it
+            t_g, _, s_g = timed(lambda: graph.forecast(x, H, S, sbs, seed), args.runs)
+            t_g16, _, _ = timed(lambda: graph16.forecast(x, H, S, sbs, seed), args.runs)
+            same = "yes" if np.array_equal(s_g, s_f) else "max |d| %.2e" % float(np.max(np.abs(s_g - s_f)))
         unit = np.sqrt(x.var(axis=-1) + 0.1)[:, :, None, None]
         agree, med = "n/a", "n/a"
         if s_ref is not None:
@@ -212,9 +219,10 @@ def main():
                 pair = 2.0 * np.sum((2 * i - S + 1) * xs, -1) / S**2
                 return float(np.mean(np.mean(np.abs(s - truth), -1) - pair / 2))
             crps = "%.4f vs %.4f" % (crps_of(s_b), crps_of(s_f))
-        lines.append("| %s | %d | %d | %d | %d (%d) | %d | %.1f | %.1f | %.1f | %.1fx | %.1f | %.0f / %.0f / %.0f / %.0f | %s | %s | %s |" % (
-            key, B, V, T, S, sbs, H, t_ref * 1e3, t_e * 1e3, t_f * 1e3, t_ref / t_f, t_b * 1e3, m_ref / 2**20, m_e / 2**20,
-            m_f / 2**20, m_b / 2**20, agree, med, crps))
+        lines.append("| %s | %d | %d | %d | %d (%d) | %d | %.1f | %.1f | %.1f | %.1fx | %.1f | %.1f (%s) | %.1f | %.0f / %.0f / %.0f / %.0f "
+                     "| %s | %s | %s |" % (
+                         key, B, V, T, S, sbs, H, t_ref * 1e3, t_e * 1e3, t_f * 1e3, t_ref / t_f, t_b * 1e3, t_g * 1e3, same, t_g16 * 1e3,
+                         m_ref / 2**20, m_e / 2**20, m_f / 2**20, m_b / 2**20, agree, med, crps))
         print(lines[-1], flush=True)
         if args.profile == key and dev == "cuda":
             from torch.profiler import ProfilerActivity, profile

@@ -248,6 +248,13 @@ void KvCache::fill_repeated(const KvCache& src, int64_t copies) {
     }
 }
 
+void KvCache::copy_from(const KvCache& src) {
+    if (!keys_.sizes().equals(src.keys_.sizes())) fail(Status::kInternal, "toto: KV cache copy of mismatched shapes");
+    keys_.copy_(src.keys_);
+    values_.copy_(src.values_);
+    len_ = src.len_;
+}
+
 void KvCache::reset() {
     keys_.zero_();
     values_.zero_();
@@ -327,8 +334,13 @@ Mixture repeat_rows(const Mixture& m, int64_t copies) {
 
 at::Tensor sample(const Mixture& m, at::Generator& gen) {
     const int64_t R = m.df.size(0), V = m.df.size(1), T = m.df.size(2), K = m.df.size(3);
-    // MixtureSameFamily.sample: Categorical.sample (multinomial: exponential_ draws), then the components' rsample.
-    const at::Tensor idx = at::multinomial(m.probs.reshape({-1, K}), 1, /*replacement=*/true, gen).t().reshape({R, V, T});
+    // MixtureSameFamily.sample: Categorical.sample, then the components' rsample. The component index is
+    // torch.multinomial(p, 1, replacement=True)'s own path for one draw, written out (ATen: exponential_ draws q,
+    // argmax of p / q) without its host-side validity check, a synchronisation no CUDA graph can hold: the same
+    // draws, the same index (probs are finite and non-negative by construction).
+    const at::Tensor p2 = m.probs.reshape({-1, K});
+    const at::Tensor q = at::empty_like(p2).exponential_(1.0, gen);
+    const at::Tensor idx = at::argmax(p2 / q, -1, /*keepdim=*/true).t().reshape({R, V, T});
     // StudentT.rsample: X ~ N(0, 1); Z ~ Chi2(df) = Gamma(df / 2, rate 0.5); loc + scale * X * rsqrt(Z / df)
     const at::Tensor X = at::empty({R, V, T, K}, m.df.options()).normal_(0.0, 1.0, gen);
     const at::Tensor concentration = m.df * 0.5;

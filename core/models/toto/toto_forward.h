@@ -34,9 +34,14 @@ public:
     std::pair<at::Tensor, at::Tensor> append(int64_t time_layer, const at::Tensor& k, const at::Tensor& v);
     void reset();
     int64_t max_patches() const { return max_; }
+    int64_t rows() const { return keys_.size(1); }
+    c10::ScalarType dtype() const { return keys_.scalar_type(); }
+    c10::Device device() const { return keys_.device(); }
     // Fills this cache (rows = copies x src's rows) with `copies` repetitions of src's contents, repetition-major
     // (row r holds src's row r mod src's rows): the reference's "(s b)" sample copies of one prefill.
     void fill_repeated(const KvCache& src, int64_t copies);
+    // Copies src's contents and lengths (the same shape).
+    void copy_from(const KvCache& src);
 
 private:
     at::Tensor keys_, values_;

@@ -8,6 +8,7 @@
 
 #include "core/common/status.h"
 #include "core/models/toto/toto_config.h"
+#include "core/models/toto/toto_graphs.h"
 #include "core/models/toto/toto_pipeline.h"
 #include "core/models/toto/toto_weights.h"
 
@@ -40,9 +41,18 @@ public:
 
 protected:
     // Eager: the reference's algorithm. Fused: the prefill once per series for all its sample copies (every
-    // device); the draws are eager's. Graph: not yet.
+    // device); the draws are eager's. Graph (CUDA): fused, with each sample batch's rollout a replay of a captured
+    // graph (toto_graphs.h); its forecasts are fused mode's.
     void apply_mode(cn_mode mode) override {
-        if (mode != CN_MODE_FUSED) Model::apply_mode(mode);
+        if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);  // UNSUPPORTED
+        if (mode != CN_MODE_FUSED && mode != CN_MODE_GRAPH) Model::apply_mode(mode);
+        graphs_ = mode == CN_MODE_GRAPH ? TotoGraphs::create(options_.device) : nullptr;
+    }
+
+    MemoryUse memory_use() const override {
+        MemoryUse m{weight_bytes_, 0, 0};
+        if (graphs_) m.graph_pool_bytes = graphs_->pool_bytes();
+        return m;
     }
 
 public:
@@ -89,12 +99,23 @@ public:
             fail(Status::kInvalidArgument,
                  "samples_count: " + std::to_string(samples_count) + " floats, the sample paths need " + std::to_string(n_sample_values));
         }
-        run.set_total(static_cast<uint64_t>(plan.calls));
-        at::Generator gen = make_generator(options_.device, run.seed);
+        run.set_total(static_cast<uint64_t>(model_calls(plan, mode() != CN_MODE_EAGER)));
+        // Graph mode: the call holds the graphs' lock and draws from their generator (every graph is registered
+        // with it), seeded here as make_generator seeds a fresh one.
+        std::unique_lock<std::mutex> graph_lock;
+        at::Generator gen;
+        if (graphs_) {
+            graph_lock = graphs_->lock();
+            gen = graphs_->generator();
+            gen.set_current_seed(run.seed);
+        } else {
+            gen = make_generator(options_.device, run.seed);
+        }
         // Outputs go to a buffer of our own first: a failure half-way leaves the caller's untouched.
         std::vector<float> result(n_values), paths(samples ? n_sample_values : 0);
         Exec x{cfg_, w_, rot_, options_.device, options_.dtype, gen, run, trace};
-        x.fused = mode() == CN_MODE_FUSED;
+        x.fused = mode() != CN_MODE_EAGER;
+        x.graphs = graphs_.get();
         for (size_t i = 0; i < plan.batches.size(); ++i) {
             Exec xi = x;
             if (i > 0) xi.trace = nullptr;  // the trace is the first batch's
@@ -108,6 +129,7 @@ private:
     TotoConfig cfg_;
     TotoWeights w_;
     Rotary rot_;
+    std::unique_ptr<TotoGraphs> graphs_;  // graph mode; set and dropped by apply_mode (no call in flight)
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <ATen/TensorOperators.h>
 
 #include "core/common/status.h"
+#include "core/models/toto/toto_graphs.h"
 
 namespace cn::toto {
 namespace {
@@ -34,6 +35,8 @@ Plan make_plan(const ForecastRequest& req, const TotoConfig& cfg) {
     }
     Plan p;
     const int64_t P = cfg.patch_size;
+    p.patch = P;
+    p.kv_cache = req.kv_cache;
     p.rounded = ceil_to(req.horizon, P);
     if (req.mean_rollout) {
         if (!req.quantiles.empty()) invalid("quantiles: the mean rollout forecasts one path; sample (sample_count) for quantiles");
@@ -124,6 +127,36 @@ Plan make_plan(const ForecastRequest& req, const TotoConfig& cfg) {
     return p;
 }
 
+at::Tensor rollout_from_prefill(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, const Mixture& prefill,
+                                const KvCache& prefill_cache, KvCache& cache, const at::Tensor& rin, const at::Tensor& rpm, int64_t H,
+                                int64_t rounded, int64_t copies, at::Generator& gen, RunContext* run) {
+    const int64_t P = c.patch_size, L = rin.size(-1), R = rin.size(0), V = rin.size(1);
+    const at::Tensor dummy = at::ones({R, V, P}, rpm.options());
+    at::Tensor in = rin.clone(), pm = rpm.clone();
+    for (int64_t i = 0; i < rounded / P; ++i) {
+        if (run) run->check();
+        Mixture m;
+        if (i == 0) {
+            cache.fill_repeated(prefill_cache, copies);
+            m = repeat_rows(prefill, copies);
+        } else {
+            m = forward(c, w, rot, in, pm, L, &cache, nullptr, /*fused=*/true);
+        }
+        if (run && i > 0) run->advance();  // a model call (the first step reuses the prefill)
+        const at::Tensor y = sample(m, gen);
+        const at::Tensor next = replace_extreme(y.narrow(-1, y.size(-1) - P, P));
+        in = at::cat({in, next}, -1);
+        pm = at::cat({pm, dummy}, -1);
+    }
+    return in.narrow(-1, L, H).clone();
+}
+
+int64_t model_calls(const Plan& plan, bool prefill_once) {
+    if (!prefill_once || plan.sample_count == 0 || !plan.kv_cache) return plan.calls;
+    const int64_t steps = plan.rounded / plan.patch, batches = plan.sample_count / plan.samples_per_batch;
+    return static_cast<int64_t>(plan.batches.size()) * (1 + batches * (steps - 1));
+}
+
 int64_t n_outputs(const Plan& plan) { return plan.sample_count == 0 ? 1 : static_cast<int64_t>(plan.levels.size()) + 1; }
 
 void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan, const Batch& batch, float* out, float* samples) {
@@ -202,25 +235,26 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
         prefill = call(inputs, pmask, prefill_cache.get());
     }
     std::vector<at::Tensor> all;
-    for (int64_t nb = 0; nb < S / sbs; ++nb) {
-        at::Tensor in = rin.clone(), pm = rpm.clone();
-        for (int64_t i = 0; i < steps; ++i) {
-            Mixture m;
-            if (i == 0 && prefill) {
-                x.run.check();
-                cache->fill_repeated(*prefill_cache, sbs);
-                m = repeat_rows(*prefill, sbs);
-                if (nb > 0) x.run.advance();  // the first batch's is the prefill call's
-            } else {
-                m = call(in, pm, cache.get());
-            }
-            const at::Tensor y = sample(m, x.gen);
-            const at::Tensor next = replace_extreme(y.narrow(-1, y.size(-1) - P, P));
-            in = at::cat({in, next}, -1);
-            pm = at::cat({pm, dummy}, -1);
+    if (prefill && x.graphs) {  // graph mode: each sample batch one replay of a captured rollout
+        all = x.graphs->run(c, x.w, x.rot, *prefill, *prefill_cache, rin, rpm, H, plan.rounded, sbs, S / sbs, x.gen, x.run);
+    } else if (prefill) {  // fused mode (fill_repeated rewrites the cache: no reset between sample batches)
+        for (int64_t nb = 0; nb < S / sbs; ++nb) {
+            all.push_back(
+                rollout_from_prefill(c, x.w, x.rot, *prefill, *prefill_cache, *cache, rin, rpm, H, plan.rounded, sbs, x.gen, &x.run));
         }
-        all.push_back(in.narrow(-1, L, H).clone());  // the horizon's steps only
-        if (cache) cache->reset();
+    } else {  // eager: the reference's loop
+        for (int64_t nb = 0; nb < S / sbs; ++nb) {
+            at::Tensor in = rin.clone(), pm = rpm.clone();
+            for (int64_t i = 0; i < steps; ++i) {
+                const Mixture m = call(in, pm, cache.get());
+                const at::Tensor y = sample(m, x.gen);
+                const at::Tensor next = replace_extreme(y.narrow(-1, y.size(-1) - P, P));
+                in = at::cat({in, next}, -1);
+                pm = at::cat({pm, dummy}, -1);
+            }
+            all.push_back(in.narrow(-1, L, H).clone());  // the horizon's steps only
+            if (cache) cache->reset();
+        }
     }
     // "(samples batch) v t -> batch v t samples", trimmed to the horizon: a strided view, reduced as the reference
     // does (the sample dimension outermost, the steps contiguous).

@@ -18,6 +18,8 @@
 
 namespace cn::toto {
 
+class TotoGraphs;  // toto_graphs.h
+
 // Request limits, checked before anything proportional to them is allocated.
 constexpr int32_t kMaxSamplePaths = 4096;             // sample_count
 constexpr int64_t kMaxVariates = 1024;                // series of one task
@@ -40,9 +42,15 @@ struct Batch {
 struct Plan {
     std::vector<Task> tasks;
     std::vector<Batch> batches;
-    std::vector<float> levels;  // quantile levels of the outputs (none for the mean rollout)
-    int64_t sample_count = 0, samples_per_batch = 0, rounded = 0, calls = 0;
+    std::vector<float> levels;                                                // quantile levels of the outputs (none for the mean rollout)
+    int64_t sample_count = 0, samples_per_batch = 0, rounded = 0, calls = 0;  // calls: eager's model calls
+    int64_t patch = 0;
+    bool kv_cache = true;
 };
+
+// The model calls a forecast makes: eager's, or with the prefill once per series (fused and graph modes) one per
+// batch of tasks plus the decode steps of each sample batch (run progress counts them).
+int64_t model_calls(const Plan& plan, bool prefill_once);
 
 // The request's tasks, batches and decoding, checked (INVALID_ARGUMENT naming the field); values are checked by
 // forecast_batch.
@@ -66,7 +74,17 @@ struct Exec {
     // copies' mixtures and caches are its repetitions; small attentions take three ATen ops (toto_forward.h). The
     // random draws are eager's, in eager's order and shapes.
     bool fused = false;
+    // Graph mode (CUDA; fused plus this): the sample batches after the prefill replay a captured graph.
+    TotoGraphs* graphs = nullptr;
 };
+
+// One sample batch after a fused prefill (B series' mixture and cache): the sample copies' mixture and cache are its
+// repetitions (into `cache`, R x V rows), then the rollout from rin / rpm ([R, V, L], the inputs repeated) with
+// draws from `gen`; returns the batch's horizon paths [R, V, H]. `run` (nullptr while a graph is captured) is
+// checked before each model call and advanced after it. Fused and graph modes run this; graph mode captures it.
+at::Tensor rollout_from_prefill(const TotoConfig& c, const TotoWeights& w, const Rotary& rot, const Mixture& prefill,
+                                const KvCache& prefill_cache, KvCache& cache, const at::Tensor& rin, const at::Tensor& rpm, int64_t H,
+                                int64_t rounded, int64_t copies, at::Generator& gen, RunContext* run);
 
 // Forecasts one batch and writes its series' rows of `out` (and of `samples`, when given).
 void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan, const Batch& batch, float* out, float* samples);

@@ -100,3 +100,42 @@ TEST(TotoGpu, EagerAgreesWithTheCpu) {
         EXPECT_LT(worst16, 0.5 * (1 + spread));
     }
 }
+
+// Graph mode replays fused mode's kernels on fused mode's draws: its forecasts are fused mode's (bit for bit, the
+// same kernels and Philox offsets), on a captured shape's first call, on a later call of the same shape with
+// another seed (the cached graph, re-seeded), with several sample batches, across two batches of tasks (one
+// stream), and after another shape evicted nothing it needed; its graph pool is reported.
+TEST(TotoGpu, GraphModeEqualsFused) {
+    if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA";
+    at::globalContext().setAllowTF32CuBLAS(false);
+    auto fused = open("tiny_a", c10::Device(c10::kCUDA, 0), CN_MODE_FUSED);
+    auto graph = open("tiny_a", c10::Device(c10::kCUDA, 0), CN_MODE_GRAPH);
+    struct Case {
+        int64_t V, T, H, S, sbs;
+        uint64_t seed;
+        bool two_tasks;
+    };
+    for (const Case& k : {Case{3, 45, 37, 16, 16, 7, false}, Case{3, 45, 37, 16, 16, 8, false}, Case{3, 45, 37, 32, 8, 9, false},
+                          Case{2, 30, 20, 8, 4, 10, true}, Case{3, 45, 37, 16, 16, 11, false}}) {
+        cn::ForecastRequest r = request(k.V, k.T, k.H);
+        if (k.two_tasks) {  // a second task of another length: two batches, one generator
+            cn::ForecastRequest more = request(1, k.T + 20, k.H);
+            more.series[0].group = 2;
+            r.series.push_back(more.series[0]);
+        }
+        r.sample_count = static_cast<int32_t>(k.S);
+        r.samples_per_batch = static_cast<int32_t>(k.sbs);
+        const size_t n = r.series.size() * 10 * static_cast<size_t>(r.horizon);
+        const std::vector<float> f = run(*fused, r, k.seed, nullptr, n), g = run(*graph, r, k.seed, nullptr, n);
+        size_t equal = 0;
+        for (size_t i = 0; i < n; ++i) {
+            EXPECT_NEAR(g[i], f[i], 1e-5 * (1 + std::fabs(f[i]))) << "seed " << k.seed << " output " << i;
+            equal += g[i] == f[i];
+        }
+        std::printf("[ graph vs fused, seed %llu ] %zu of %zu outputs bit-equal\n", static_cast<unsigned long long>(k.seed), equal, n);
+    }
+    cn_model_info info;
+    graph->fill_info(info);
+    EXPECT_GT(info.graph_pool_bytes, 0u);
+    std::printf("[ graph mode ] graph pools: %.1f MB\n", static_cast<double>(info.graph_pool_bytes) / (1 << 20));
+}
