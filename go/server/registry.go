@@ -45,16 +45,13 @@ type kindSpec struct {
 	mode string
 	// forecaster makes the kind's POST /v1/forecast implementation (capForecast).
 	forecaster func(m *servedModel) (forecaster, error)
-	// instead maps a server-wide mode the kind lacks to the one it runs (a model's own mode option is never
-	// replaced: naming a mode its kind lacks fails to load).
-	instead map[string]string
 }
 
 // kinds is the one table of kinds: cn_model_kind_name's names.
 var kinds = map[string]kindSpec{
 	"chronos2":  {caps: capForecast, forecaster: newChronos2},
 	"kronos":    {caps: capForecast, forecaster: newKronos},
-	"toto":      {caps: capForecast, forecaster: newToto, instead: map[string]string{"graph": "fused"}}, // no graph mode yet
+	"toto":      {caps: capForecast, forecaster: newToto},
 	"embedding": {caps: capEmbed, mode: "eager"},
 	"zimage":    {caps: capGenerate, mode: "eager"}, // the library runs Z-Image eagerly only
 }
@@ -149,10 +146,6 @@ func (s *Server) serve(ctx context.Context, name, dir string, m *cutenative.Mode
 		return nil, fmt.Errorf("a %s model: the server serves none of that kind", info.Kind)
 	}
 	mode := cmpOr(o.Mode, spec.mode, s.cfg.Open.Mode)
-	if alt, ok := spec.instead[mode]; ok && o.Mode == "" {
-		s.logger().Info("model mode", "model", name, "kind", info.Kind, "server_mode", mode, "mode", alt)
-		mode = alt
-	}
 	if mode != "" && mode != info.Mode {
 		if err := m.SetMode(mode); err != nil {
 			return nil, fmt.Errorf("mode %s: %w", mode, err)

@@ -432,20 +432,3 @@ func TestTotoCallMemoryBoundsMeasuredPeaks(t *testing.T) {
 		}
 	}
 }
-
-// Toto has no graph mode yet: under a server-wide -mode graph it runs fused; a model option naming graph for it
-// fails to load, naming the mode.
-func TestTotoUnderServerGraphModeRunsFused(t *testing.T) {
-	ts := start(t, Config{Models: map[string]string{"toto": totoDir}, Open: cutenative.Options{Mode: "graph"}})
-	if m, ok := ts.models["toto"]; !ok || m.info.Mode != "fused" {
-		t.Fatalf("toto served in mode %q, want fused", ts.models["toto"].info.Mode)
-	}
-	s, err := New(Config{Models: map[string]string{"toto": totoDir}, ModelOptions: map[string]ModelOptions{"toto": {Mode: "graph"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Load(); err == nil || !strings.Contains(err.Error(), "graph") {
-		t.Fatalf("a toto model with its own mode graph loaded: %v", err)
-	}
-}
