@@ -336,9 +336,9 @@ func (t *toto) work(q *totoRequest) work {
 	if !q.mean() {
 		sampleBatches = int64(q.sampling.SampleCount / q.sampling.SamplesPerBatch)
 	}
-	// Fused mode (the server's default) runs a sampled request's prefill once per series for all its copies and
+	// Fused and graph modes (fused: the server's default) run a sampled request's prefill once per series for all its copies and
 	// sample batches: its network arithmetic counts the series' rows once; its draws still cover every copy.
-	prefillOnce := t.m.info.Mode == "fused" && q.sampling.KVCache && !q.mean()
+	prefillOnce := (t.m.info.Mode == "fused" || t.m.info.Mode == "graph") && q.sampling.KVCache && !q.mean()
 	var passes, rowsAll int64
 	var flops float64
 	for _, b := range q.batches {
