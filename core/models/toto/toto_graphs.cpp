@@ -94,7 +94,14 @@ std::vector<at::Tensor> TotoGraphs::run(const TotoConfig& c, const TotoWeights& 
             return rollout_from_prefill(c, w, rot, e->prefill, *e->prefill_cache, *e->cache, e->rin, e->rpm, H, rounded, copies, g,
                                         nullptr);
         };
-        capture_graph(e->graph, device_, [&] { (void)pass(scratch); }, [&] { e->out = pass(gen); }, &gen);
+        try {
+            capture_graph(e->graph, device_, [&] { (void)pass(scratch); }, [&] { e->out = pass(gen); }, &gen);
+        } catch (...) {
+            // A failed capture (out of memory, say) leaves no entry behind: the next call of the shape starts afresh.
+            std::lock_guard<std::mutex> lock(mu_);
+            entries_.remove(e);
+            throw;
+        }
         e->captured = true;
         e->bytes = reserved_bytes(device_) - before;
     }
