@@ -131,3 +131,24 @@ TEST(TotoCapi, HugeCallRefusedBeforeAllocation) {
     EXPECT_EQ(cn_forecast_get_shape(f.m, f.req, &shape, f.err), CN_STATUS_INVALID_ARGUMENT);
     EXPECT_NE(std::string(cn_error_message(f.err)).find("per-call limit of 2^32"), std::string::npos) << cn_error_message(f.err);
 }
+
+// A deadline stops a Toto forecast between model calls: DEADLINE_EXCEEDED, the outputs untouched.
+TEST(TotoCapi, DeadlineStopsBetweenModelCalls) {
+    Fixture f;
+    std::vector<float> x(4000);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17);
+    ASSERT_EQ(cn_forecast_request_add_series(f.req, x.data(), x.size(), -1, nullptr, f.err), CN_STATUS_OK);
+    ASSERT_EQ(cn_forecast_request_set_horizon(f.req, 4096, f.err), CN_STATUS_OK);  // 256 model calls of 64 paths
+    ASSERT_EQ(cn_forecast_request_set_sampling(f.req, 1.0f, 0, 0.9f, 64, f.err), CN_STATUS_OK);
+    cn_forecast_shape shape;
+    cn_forecast_shape_init(&shape);
+    ASSERT_EQ(cn_forecast_get_shape(f.m, f.req, &shape, f.err), CN_STATUS_OK) << cn_error_message(f.err);
+    std::vector<float> out(shape.n_values, -7.0f);
+    cn_run_options* opts = nullptr;
+    cn_run_options_create(&opts, f.err);
+    cn_run_options_set_timeout_ms(opts, 50, f.err);
+    EXPECT_EQ(cn_forecast(f.m, f.req, opts, out.data(), out.size(), nullptr, 0, f.err), CN_STATUS_DEADLINE_EXCEEDED)
+        << cn_error_message(f.err);
+    cn_run_options_free(opts);
+    for (float v : out) ASSERT_EQ(v, -7.0f) << "a failed call wrote its outputs";
+}
