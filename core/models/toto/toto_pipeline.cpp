@@ -225,12 +225,13 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
     const at::Tensor rin = inputs.unsqueeze(0).expand({sbs, B, V, L}).reshape({R, V, L});
     const at::Tensor rpm = pmask.unsqueeze(0).expand({sbs, B, V, L}).reshape({R, V, L});
     const at::Tensor dummy = at::ones({R, V, P}, pmask.options());
+    // Graph mode's rollouts use their entry's cache: none is allocated here for them.
     std::unique_ptr<KvCache> cache;
-    if (req.kv_cache) cache = std::make_unique<KvCache>(c, R * V, max_patches, x.device, x.dtype);
+    if (req.kv_cache && !(x.fused && x.graphs)) cache = std::make_unique<KvCache>(c, R * V, max_patches, x.device, x.dtype);
     // Fused mode: the prefill of the B series, once, and its cache (repeated into each sample batch's).
     std::optional<Mixture> prefill;
     std::unique_ptr<KvCache> prefill_cache;
-    if (x.fused && cache) {
+    if (x.fused && req.kv_cache) {
         prefill_cache = std::make_unique<KvCache>(c, B * V, L / P, x.device, x.dtype);
         prefill = call(inputs, pmask, prefill_cache.get());
     }
