@@ -2,10 +2,8 @@
 
 #include <array>
 
-#include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <ATen/cuda/detail/CUDAHooks.h>
 
 #include "core/common/status.h"
 #include "core/models/toto/toto_pipeline.h"
@@ -26,14 +24,8 @@ struct TotoGraphs::Entry {
     std::mutex use;
 };
 
-std::unique_ptr<TotoGraphs> TotoGraphs::create(c10::Device device) {
+std::unique_ptr<TotoGraphs> TotoGraphs::create(c10::Device device, at::Generator gen) {
     if (!device.is_cuda()) fail(Status::kUnsupported, "graph mode needs a CUDA device");
-    at::Generator def = at::globalContext().defaultGenerator(device);
-    at::Generator gen;
-    {
-        std::lock_guard<std::mutex> lock(def.mutex());
-        gen = def.clone();
-    }
     return std::unique_ptr<TotoGraphs>(new TotoGraphs(device, std::move(gen)));
 }
 

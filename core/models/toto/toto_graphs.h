@@ -30,7 +30,8 @@ class TotoGraphs {
 public:
     static constexpr size_t kMaxEntries = 2;  // each holds a sample batch's activations in its pool
 
-    static std::unique_ptr<TotoGraphs> create(c10::Device device);
+    // `gen`: the generator every graph is registered with (a fresh one of the device, private to these graphs).
+    static std::unique_ptr<TotoGraphs> create(c10::Device device, at::Generator gen);
     ~TotoGraphs();
 
     // The sample batches' horizon paths ([R, V, H] each) after the prefill (`prefill`, `prefill_cache`: B x V rows;

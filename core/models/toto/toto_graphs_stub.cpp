@@ -8,7 +8,7 @@ namespace cn::toto {
 
 struct TotoGraphs::Entry {};
 
-std::unique_ptr<TotoGraphs> TotoGraphs::create(c10::Device) {
+std::unique_ptr<TotoGraphs> TotoGraphs::create(c10::Device, at::Generator) {
     fail(Status::kUnsupported, "graph mode needs CUDA, and this build has none");
 }
 

@@ -46,7 +46,7 @@ protected:
     void apply_mode(cn_mode mode) override {
         if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);  // UNSUPPORTED
         if (mode != CN_MODE_FUSED && mode != CN_MODE_GRAPH) Model::apply_mode(mode);
-        graphs_ = mode == CN_MODE_GRAPH ? TotoGraphs::create(options_.device) : nullptr;
+        graphs_ = mode == CN_MODE_GRAPH ? TotoGraphs::create(options_.device, make_generator(options_.device, 0)) : nullptr;
     }
 
     MemoryUse memory_use() const override {

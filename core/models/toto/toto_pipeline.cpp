@@ -21,6 +21,14 @@ namespace {
 
 int64_t ceil_to(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
+// The forecaster's step tail: the last patch of a draw (or mean) y, extreme values zeroed, appended to the series
+// `in`, and `dummy` (true, one patch) to its padding mask.
+void append_next(const at::Tensor& y, const at::Tensor& dummy, at::Tensor& in, at::Tensor& pm) {
+    const int64_t P = dummy.size(-1);
+    in = at::cat({in, replace_extreme(y.narrow(-1, y.size(-1) - P, P))}, -1);
+    pm = at::cat({pm, dummy}, -1);
+}
+
 }  // namespace
 
 std::vector<float> default_quantiles() { return {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f}; }
@@ -143,10 +151,7 @@ at::Tensor rollout_from_prefill(const TotoConfig& c, const TotoWeights& w, const
             m = forward(c, w, rot, in, pm, L, &cache, nullptr, /*fused=*/true);
         }
         if (run && i > 0) run->advance();  // a model call (the first step reuses the prefill)
-        const at::Tensor y = sample(m, gen);
-        const at::Tensor next = replace_extreme(y.narrow(-1, y.size(-1) - P, P));
-        in = at::cat({in, next}, -1);
-        pm = at::cat({pm, dummy}, -1);
+        append_next(sample(m, gen), dummy, in, pm);
     }
     return in.narrow(-1, L, H).clone();
 }
@@ -206,11 +211,7 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
         std::unique_ptr<KvCache> cache;
         if (req.kv_cache) cache = std::make_unique<KvCache>(c, B * V, max_patches, x.device, x.dtype);
         for (int64_t i = 0; i < steps; ++i) {
-            const Mixture m = call(in, pm, cache.get());
-            const at::Tensor mu = mean(m);
-            const at::Tensor next = replace_extreme(mu.narrow(-1, mu.size(-1) - P, P));
-            in = at::cat({in, next}, -1);
-            pm = at::cat({pm, dummy}, -1);
+            append_next(mean(call(in, pm, cache.get())), dummy, in, pm);
         }
         const at::Tensor path = in.narrow(-1, L, H).to(at::kCPU, at::kFloat).contiguous();
         const float* p = path.const_data_ptr<float>();
@@ -247,11 +248,7 @@ void forecast_batch(const Exec& x, const ForecastRequest& req, const Plan& plan,
         for (int64_t nb = 0; nb < S / sbs; ++nb) {
             at::Tensor in = rin.clone(), pm = rpm.clone();
             for (int64_t i = 0; i < steps; ++i) {
-                const Mixture m = call(in, pm, cache.get());
-                const at::Tensor y = sample(m, x.gen);
-                const at::Tensor next = replace_extreme(y.narrow(-1, y.size(-1) - P, P));
-                in = at::cat({in, next}, -1);
-                pm = at::cat({pm, dummy}, -1);
+                append_next(sample(call(in, pm, cache.get()), x.gen), dummy, in, pm);
             }
             all.push_back(in.narrow(-1, L, H).clone());  // the horizon's steps only
             if (cache) cache->reset();
