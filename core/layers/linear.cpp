@@ -17,7 +17,9 @@ void declare_linear(Weights& w, Linear& dst, const std::string& prefix, int64_t 
     if (bias) w.declare(dst.b, prefix + ".bias", {out});
 }
 
-Linear fuse_rows(std::initializer_list<Linear*> parts) {
+Linear fuse_rows(std::initializer_list<Linear*> parts) { return fuse_rows(std::vector<Linear*>(parts)); }
+
+Linear fuse_rows(const std::vector<Linear*>& parts) {
     std::vector<at::Tensor> ws, bs;
     for (const Linear* l : parts) {
         ws.push_back(l->w);

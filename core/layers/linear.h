@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -32,5 +33,6 @@ void declare_linear(Weights& w, Linear& dst, const std::string& prefix, int64_t 
 // One Linear whose weight (and bias) rows are the parts' in order; each part becomes a row slice of it (same
 // values, so the unfused ops are unchanged) and one GEMM can replace several small ones (fused QKV, w1|w3).
 Linear fuse_rows(std::initializer_list<Linear*> parts);
+Linear fuse_rows(const std::vector<Linear*>& parts);
 
 }  // namespace cn::layers

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -56,6 +57,8 @@ public:
     void load_all();
     // The loaded tensors by name (after load_all): a model keeps it (weight_index.h).
     const WeightIndex& index() const { return index_; }
+    // Moves the index out (an architecture that fuses weights after the load updates it, then hands it to the model).
+    WeightIndex take_index() { return std::move(index_); }
 
     const format::Checkpoint& checkpoint() const { return *checkpoint_; }
     const WeightLoadOptions& options() const { return options_; }

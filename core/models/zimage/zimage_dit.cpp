@@ -10,7 +10,6 @@
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/sin.h>
-#include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
@@ -19,31 +18,16 @@
 #include "core/layers/mlp.h"
 #include "core/layers/norm.h"
 #include "core/layers/rope.h"
+#include "core/runtime/weight_index.h"
 #include "core/runtime/weights.h"
+#include "kernels/modulated_norm.h"
+#include "kernels/qk_norm_rope.h"
+#include "kernels/swiglu.h"
 
 namespace cn::zimage {
 namespace {
 
-constexpr int64_t kSeqMultiple = 32;  // SEQ_MULTI_OF: image and caption sequences are padded to multiples of it
-constexpr int64_t kFreqDim = 256;     // the sinusoidal timestep embedding's size
-
-int64_t pad_len(int64_t n) { return (kSeqMultiple - n % kSeqMultiple) % kSeqMultiple; }
-
-// Position ids [n, 3] (int32) of a row-major (f, h, w) grid starting at `start`, as create_coordinate_grid.
-at::Tensor grid_ids(int64_t f, int64_t h, int64_t w, int64_t f0) {
-    at::Tensor ids = at::empty({f * h * w, 3}, at::TensorOptions().dtype(at::kInt));
-    int32_t* p = ids.data_ptr<int32_t>();
-    for (int64_t a = 0; a < f; ++a) {
-        for (int64_t b = 0; b < h; ++b) {
-            for (int64_t c = 0; c < w; ++c) {
-                *p++ = static_cast<int32_t>(f0 + a);
-                *p++ = static_cast<int32_t>(b);
-                *p++ = static_cast<int32_t>(c);
-            }
-        }
-    }
-    return ids;
-}
+constexpr int64_t kFreqDim = 256;  // the sinusoidal timestep embedding's size
 
 // Rows appended to reach a multiple of 32 repeat the last row (their values are then replaced by a pad token).
 at::Tensor pad_rows(const at::Tensor& x, int64_t pad) {
@@ -51,42 +35,15 @@ at::Tensor pad_rows(const at::Tensor& x, int64_t pad) {
     return at::cat({x, x.slice(0, -1).expand({pad, x.size(1)})}, 0);
 }
 
-// [n_i, D] items -> [B, max n, D], zero rows after each item (pad_sequence); and the [B, max] key mask when the
-// lengths differ (undefined when they are all equal: diffusers passes no mask then).
-at::Tensor pad_batch(const std::vector<at::Tensor>& items, at::Tensor* mask) {
-    int64_t max_len = 0;
-    bool equal = true;
-    for (const auto& t : items) {
-        equal = equal && (max_len == 0 || t.size(0) == max_len);
-        max_len = std::max(max_len, t.size(0));
-    }
-    std::vector<at::Tensor> padded;
-    for (const auto& t : items) {
-        if (t.size(0) == max_len) {
-            padded.push_back(t);
-        } else {
-            std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-            shape[0] = max_len - t.size(0);
-            padded.push_back(at::cat({t, at::zeros(shape, t.options())}, 0));
-        }
-    }
-    if (mask) {
-        *mask = at::Tensor();
-        if (!equal) {
-            at::Tensor m = at::zeros({static_cast<int64_t>(items.size()), max_len}, at::TensorOptions().dtype(at::kBool));
-            for (size_t i = 0; i < items.size(); ++i) m[static_cast<int64_t>(i)].slice(0, 0, items[i].size(0)).fill_(true);
-            *mask = m.to(items[0].device());
-        }
-    }
-    return at::stack(padded, 0);
-}
-
 }  // namespace
 
 struct ZImageDit::Block {
+    std::string prefix;
     bool modulated = true;
     at::Tensor norm1, norm2, ffn_norm1, ffn_norm2, q_norm, k_norm;
     layers::Linear q, k, v, o, w1, w2, w3, mod;
+    layers::Linear qkv, w13;  // fused path: q|k|v and w1|w3 (q, k, v, w1, w3 are their row slices)
+    int64_t mod_row = 0;      // where this block's adaLN projection starts in mod_all_ (modulated blocks)
 };
 
 ZImageDit::ZImageDit(const DitConfig& c, Weights& w) : c_(c) {
@@ -113,6 +70,7 @@ ZImageDit::ZImageDit(const DitConfig& c, Weights& w) : c_(c) {
     w.declare(cap_pad_, "cap_pad_token", {1, D});
     auto block = [&](const std::string& p, bool modulated) {
         auto b = std::make_shared<Block>();
+        b->prefix = p;
         b->modulated = modulated;
         w.declare(b->norm1, p + "attention_norm1.weight", {D});
         w.declare(b->norm2, p + "attention_norm2.weight", {D});
@@ -139,22 +97,59 @@ ZImageDit::ZImageDit(const DitConfig& c, Weights& w) : c_(c) {
     for (int64_t i = 0; i < c.n_layers; ++i) layers_.push_back(block("layers." + std::to_string(i) + ".", true));
 }
 
-void ZImageDit::finish(c10::Device device) { rope_ = layers::complex_rope_tables(c_.axes_dims, c_.axes_lens, c_.rope_theta, device); }
-
-at::Tensor ZImageDit::freqs_of(const std::vector<at::Tensor>& ids) const {
-    std::vector<at::Tensor> f;
-    for (const auto& i : ids) f.push_back(layers::complex_rope_gather(rope_, i.to(rope_[0].device())));
-    return pad_batch(f, nullptr);
+void ZImageDit::finish(c10::Device device, WeightIndex& index) {
+    rope_ = layers::complex_rope_tables(c_.axes_dims, c_.axes_lens, c_.rope_theta, device);
+    // One block at a time (the parts are freed as their slices replace them in the index: one block's weights of
+    // extra memory at most); the adaLN projections last, as one tensor.
+    auto reindex = [&](const std::string& name, const at::Tensor& t) {
+        const WeightIndex::Entry* e = index.find(name);
+        if (!e) fail(Status::kInternal, "ZImageDit::finish: " + name + " is not in the weight index");
+        index.set(name, t, false);
+    };
+    std::vector<layers::Linear*> mods;
+    int64_t row = 0;
+    for (auto* group : {&noise_refiner_, &context_refiner_, &layers_}) {
+        for (auto& b : *group) {
+            b->qkv = layers::fuse_rows({&b->q, &b->k, &b->v});
+            b->w13 = layers::fuse_rows({&b->w1, &b->w3});
+            reindex(b->prefix + "attention.to_q.weight", b->q.w);
+            reindex(b->prefix + "attention.to_k.weight", b->k.w);
+            reindex(b->prefix + "attention.to_v.weight", b->v.w);
+            reindex(b->prefix + "feed_forward.w1.weight", b->w1.w);
+            reindex(b->prefix + "feed_forward.w3.weight", b->w3.w);
+        }
+    }
+    for (auto* group : {&noise_refiner_, &layers_}) {
+        for (auto& b : *group) {
+            b->mod_row = row;
+            row += b->mod.w.size(0);
+            mods.push_back(&b->mod);
+        }
+    }
+    if (!mods.empty()) {
+        mod_all_ = layers::fuse_rows(mods);
+        for (auto* group : {&noise_refiner_, &layers_}) {
+            for (auto& b : *group) {
+                reindex(b->prefix + "adaLN_modulation.0.weight", b->mod.w);
+                reindex(b->prefix + "adaLN_modulation.0.bias", b->mod.b);
+            }
+        }
+    }
 }
 
-at::Tensor ZImageDit::block(const Block& b, const at::Tensor& x_in, const at::Tensor& mask, const at::Tensor& freqs,
-                            const at::Tensor& adaln) const {
+DitGeometry ZImageDit::geometry(int64_t batch, int64_t h, int64_t w, const std::vector<int64_t>& cap_lens) const {
+    if (static_cast<int64_t>(cap_lens.size()) != batch) fail(Status::kInternal, "DiT geometry: captions and latents differ in batch size");
+    return make_geometry(rope_, batch, h, w, cap_lens);
+}
+
+at::Tensor ZImageDit::block(const Block& b, at::Tensor x, const at::Tensor& mask, const at::Tensor& freqs, const at::Tensor& mod,
+                            bool fused) const {
+    if (fused) return block_fused(b, std::move(x), mask, freqs, mod);
     const double eps = c_.norm_eps;
     auto norm = [&](const at::Tensor& t, const at::Tensor& w) { return layers::t5_rms_norm(t, w, eps); };
-    at::Tensor x = x_in;
     at::Tensor scale_msa, gate_msa, scale_mlp, gate_mlp;
     if (b.modulated) {
-        const std::vector<at::Tensor> m = layers::linear(adaln, b.mod).unsqueeze(1).chunk(4, 2);
+        const std::vector<at::Tensor> m = mod.unsqueeze(1).chunk(4, 2);
         scale_msa = 1.0 + m[0];
         gate_msa = m[1].tanh();
         scale_mlp = 1.0 + m[2];
@@ -174,8 +169,7 @@ at::Tensor ZImageDit::block(const Block& b, const at::Tensor& x_in, const at::Te
     }
     q = layers::apply_complex_rope(q, freqs);
     k = layers::apply_complex_rope(k, freqs);
-    const at::Tensor m4 = mask.defined() ? mask.view({B, 1, 1, S}) : at::Tensor();
-    const at::Tensor a = layers::attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), m4);
+    const at::Tensor a = layers::attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask);
     const at::Tensor attn = layers::linear(a.transpose(1, 2).flatten(2, 3), b.o);
     if (b.modulated) {
         x = x + gate_msa * norm(attn, b.norm2);
@@ -188,7 +182,33 @@ at::Tensor ZImageDit::block(const Block& b, const at::Tensor& x_in, const at::Te
     return x;
 }
 
-ZImageDit::Captions ZImageDit::embed_captions(const std::vector<at::Tensor>& caps) const {
+at::Tensor ZImageDit::block_fused(const Block& b, at::Tensor x, const at::Tensor& mask, const at::Tensor& freqs,
+                                  const at::Tensor& mod) const {
+    const double eps = c_.norm_eps;
+    const int64_t B = x.size(0), S = x.size(1), D = c_.dim, H = c_.n_heads, hd = c_.head_dim(), F = c_.ffn_dim();
+    at::Tensor scale_msa, gate_msa, scale_mlp, gate_mlp;
+    if (b.modulated) {  // [B, D] each, rounded as eager's 1 + m and tanh(m)
+        scale_msa = 1.0 + mod.narrow(1, 0, D);
+        gate_msa = mod.narrow(1, D, D).tanh();
+        scale_mlp = 1.0 + mod.narrow(1, 2 * D, D);
+        gate_mlp = mod.narrow(1, 3 * D, D).tanh();
+    }
+    x = x.contiguous();
+    const at::Tensor h = kernels::rms_norm_scale(x, b.norm1, eps, scale_msa);
+    const at::Tensor qkv = layers::linear(h, b.qkv);                               // [B, S, 3D]
+    auto [q, k] = kernels::qk_norm_rope(qkv, H, b.q_norm, b.k_norm, 1e-5, freqs);  // [B, H, S, hd]
+    const at::Tensor v = qkv.view({B, S, 3, H, hd}).select(2, 2).transpose(1, 2);
+    const at::Tensor a = layers::attention(q, k, v, mask);
+    const at::Tensor attn = layers::linear(a.transpose(1, 2).reshape({B, S, D}), b.o);
+    kernels::add_gated_rms_norm(x, attn, b.norm2, eps, gate_msa);
+    const at::Tensor h2 = kernels::rms_norm_scale(x, b.ffn_norm1, eps, scale_mlp);
+    const at::Tensor gu = layers::linear(h2, b.w13).view({B * S, 2 * F});
+    const at::Tensor y = layers::linear(kernels::swiglu(gu), b.w2).view({B, S, D});
+    kernels::add_gated_rms_norm(x, y, b.ffn_norm2, eps, gate_mlp);
+    return x;
+}
+
+ZImageDit::Captions ZImageDit::embed_captions(const std::vector<at::Tensor>& caps, bool fused) const {
     Captions out;
     std::vector<at::Tensor> padded, pad_masks, ids;
     for (const auto& cap : caps) {
@@ -200,22 +220,22 @@ ZImageDit::Captions ZImageDit::embed_captions(const std::vector<at::Tensor>& cap
         ids.push_back(grid_ids(Lc, 1, 1, 1));  // (1 + i, 0, 0), pad rows included
         out.lens.push_back(Lc);
     }
-    std::vector<int64_t> lens = out.lens;
     at::Tensor feats = layers::linear(layers::t5_rms_norm(at::cat(padded, 0), cap_norm_, c_.norm_eps), cap_linear_);
     feats = at::where(at::cat(pad_masks, 0), cap_pad_, feats);
-    at::Tensor mask;
-    const at::Tensor batch = pad_batch(feats.split_with_sizes(lens, 0), &mask);
-    const at::Tensor freqs = freqs_of(ids);
-    at::Tensor x = batch;
-    for (const auto& b : context_refiner_) x = block(*b, x, mask, freqs, at::Tensor());
+    const at::Tensor mask = key_mask(out.lens, feats.device());
+    const at::Tensor freqs = rope_factors(rope_, ids);
+    at::Tensor x = pad_batch(feats.split_with_sizes(out.lens, 0));
+    for (const auto& b : context_refiner_) x = block(*b, x, mask, freqs, at::Tensor(), fused);
     out.feats = x;
     return out;
 }
 
-at::Tensor ZImageDit::forward(const at::Tensor& latents, const at::Tensor& t, const Captions& caps) const {
+at::Tensor ZImageDit::forward(const at::Tensor& latents, const at::Tensor& t, const at::Tensor& cap_feats, const DitGeometry& g,
+                              bool fused) const {
     const int64_t B = latents.size(0), C = c_.in_channels, h = latents.size(2), w = latents.size(3);
-    if (static_cast<int64_t>(caps.lens.size()) != B) fail(Status::kInternal, "DiT forward: captions and latents differ in batch size");
-    const int64_t Ht = h / 2, Wt = w / 2, N = Ht * Wt, pad = pad_len(N), Np = N + pad;
+    if (B != g.batch || h != g.h || w != g.w || cap_feats.size(0) != B)
+        fail(Status::kInternal, "DiT forward: inputs and geometry disagree");
+    const int64_t Ht = h / 2, Wt = w / 2, N = g.tokens, Np = N + g.pad;
 
     // Timestep embedding [fp32 until the MLP]: cos first, then sin.
     const auto f32 = t.options().dtype(at::kFloat);
@@ -223,34 +243,29 @@ at::Tensor ZImageDit::forward(const at::Tensor& latents, const at::Tensor& t, co
     const at::Tensor args = (t * c_.t_scale).unsqueeze(1).to(at::kFloat) * freqs_t.unsqueeze(0);
     const at::Tensor temb_in = at::cat({at::cos(args), at::sin(args)}, -1).to(t_mlp0_.w.scalar_type());
     const at::Tensor adaln = layers::linear(at::silu(layers::linear(temb_in, t_mlp0_)), t_mlp2_).to(latents.scalar_type());
+    // Fused: every modulated block's projection in one GEMM, [B, 4D] slices of it per block.
+    const at::Tensor mods = fused && mod_all_.w.defined() ? layers::linear(adaln, mod_all_) : at::Tensor();
+    auto mod_of = [&](const Block& b) {
+        if (!b.modulated) return at::Tensor();
+        return fused ? mods.narrow(1, b.mod_row, b.mod.w.size(0)) : layers::linear(adaln, b.mod);
+    };
 
     // Patchify each image [C, 1, h, w] -> [N, 4C] (feature order ph, pw, c), pad rows, embed, pad token.
-    std::vector<at::Tensor> patches, img_ids;
+    std::vector<at::Tensor> patches;
     for (int64_t i = 0; i < B; ++i) {
         const at::Tensor p = latents[i].view({C, 1, 1, Ht, 2, Wt, 2}).permute({1, 3, 5, 2, 4, 6, 0}).reshape({N, 4 * C});
-        patches.push_back(pad_rows(p, pad));
-        at::Tensor ids = grid_ids(1, Ht, Wt, caps.lens[static_cast<size_t>(i)] + 1);
-        if (pad > 0) ids = at::cat({ids, at::zeros({pad, 3}, ids.options())}, 0);
-        img_ids.push_back(ids);
+        patches.push_back(pad_rows(p, g.pad));
     }
     at::Tensor x = layers::linear(at::cat(patches, 0), x_embed_);
-    at::Tensor pad_mask = at::zeros({Np, 1}, at::TensorOptions().dtype(at::kBool));
-    if (pad > 0) pad_mask.slice(0, N).fill_(true);
-    x = at::where(pad_mask.to(x.device()).repeat({B, 1}), x_pad_, x).view({B, Np, -1});
-    const at::Tensor x_freqs = freqs_of(img_ids);
-    for (const auto& b : noise_refiner_) x = block(*b, x, at::Tensor(), x_freqs, adaln);
+    if (g.img_pad_rows.defined()) x = at::where(g.img_pad_rows, x_pad_, x);
+    x = x.view({B, Np, -1});
+    for (const auto& b : noise_refiner_) x = block(*b, x, at::Tensor(), g.img_freqs, mod_of(*b), fused);
 
     // Unified sequence per item: [image rows (Np), caption rows (Lc_i)], zero-padded across the batch.
-    std::vector<at::Tensor> unified, unified_ids;
-    for (int64_t i = 0; i < B; ++i) {
-        const int64_t Lc = caps.lens[static_cast<size_t>(i)];
-        unified.push_back(at::cat({x[i], caps.feats[i].slice(0, 0, Lc)}, 0));
-        unified_ids.push_back(at::cat({img_ids[static_cast<size_t>(i)], grid_ids(Lc, 1, 1, 1)}, 0));
-    }
-    at::Tensor mask;
-    at::Tensor u = pad_batch(unified, &mask);
-    const at::Tensor u_freqs = freqs_of(unified_ids);
-    for (const auto& b : layers_) u = block(*b, u, mask, u_freqs, adaln);
+    std::vector<at::Tensor> unified;
+    for (int64_t i = 0; i < B; ++i) unified.push_back(at::cat({x[i], cap_feats[i].slice(0, 0, g.cap_lens[static_cast<size_t>(i)])}, 0));
+    at::Tensor u = pad_batch(unified);
+    for (const auto& b : layers_) u = block(*b, u, g.uni_mask, g.uni_freqs, mod_of(*b), fused);
 
     // Final layer: LayerNorm (no affine, eps 1e-6) * (1 + Linear(silu(adaln))), Linear to the patch features.
     const at::Tensor scale = (1.0 + layers::linear(at::silu(adaln), final_mod_)).unsqueeze(1);

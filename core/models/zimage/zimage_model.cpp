@@ -20,7 +20,8 @@
 #include "core/models/zimage/qwen3_encoder.h"
 #include "core/models/zimage/zimage_config.h"
 #include "core/models/zimage/zimage_dit.h"
-#include "core/models/zimage/zimage_scheduler.h"
+#include "core/models/zimage/zimage_graphs.h"
+#include "core/models/zimage/zimage_pipeline.h"
 #include "core/models/zimage/zimage_vae.h"
 #include "core/runtime/adapters.h"
 #include "core/runtime/weights.h"
@@ -91,6 +92,23 @@ public:
     // Adapters patch the transformer (diffusers loads LoRA into the transformer only).
     AdapterHost* adapter_host() override { return adapters_.get(); }
 
+protected:
+    // Eager: diffusers' ops. Graph (CUDA): each DiT forward a replay of the eager path captured per shape (its
+    // images are eager's, bit for bit). Fused: the DiT's fused path (every device), replayed from graphs on CUDA.
+    void apply_mode(cn_mode mode) override {
+        if (mode == CN_MODE_GRAPH && !options_.device.is_cuda()) Model::apply_mode(mode);  // UNSUPPORTED
+        if (mode != CN_MODE_FUSED && mode != CN_MODE_GRAPH) Model::apply_mode(mode);
+        graphs_ =
+            mode == CN_MODE_GRAPH || (mode == CN_MODE_FUSED && options_.device.is_cuda()) ? ZImageGraphs::create(options_.device) : nullptr;
+    }
+
+    MemoryUse memory_use() const override {
+        MemoryUse m{weight_bytes_, 0, 0};
+        if (graphs_) m.graph_pool_bytes = graphs_->pool_bytes();
+        return m;
+    }
+
+public:
     ZImageParts parts() const { return {&cfg_, te_.get(), dit_.get(), vae_.get()}; }
 
     void generate_impl(const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes, ZImageTrace* trace) {
@@ -129,11 +147,6 @@ public:
             if (cfg) trace->neg_embeds = caps[1].to(at::kCPU, at::kFloat);
         }
         end_phase(run, RunContext::kText);
-        const ZImageDit::Captions captions = dit_->embed_captions(caps);
-        // With CFG, a step that cfg_truncation leaves unguided runs the positive prompt alone (a batch of one, as
-        // the pipeline does): its refined captions are made when first needed.
-        std::optional<ZImageDit::Captions> pos_captions;
-
         // Initial noise: fp32 randn from the model device's generator, seeded as torch.Generator.manual_seed.
         const int64_t s = cfg_.vae.scale_factor();
         const int64_t h = 2 * (req.height / (s * 2)), w = 2 * (req.width / (s * 2));
@@ -144,44 +157,17 @@ public:
         }
         at::Tensor latents = at::randn({1, cfg_.dit.in_channels, h, w}, gen, at::TensorOptions().dtype(at::kFloat).device(dev));
 
-        const Schedule sched = make_schedule(cfg_.scheduler, steps);
-        const at::Tensor sigmas = sched.sigmas.to(dev), t_model = sched.t_model.to(dev);
-        const auto* t_norm = sched.t_model.const_data_ptr<float>();
+        // Graph replays share static buffers: a call in a graph-replaying mode holds their lock throughout.
+        std::optional<GraphPool::Lock> graph_lock;
+        if (graphs_) graph_lock.emplace(graphs_->lock());
+        const DitRunner runner{*dit_, mode() == CN_MODE_FUSED, graphs_.get(), graph_lock ? &*graph_lock : nullptr};
+        DenoiseParams params;
+        params.steps = steps;
+        params.guidance = guidance;
+        params.cfg_truncation = req.cfg_truncation;
+        params.cfg_normalization = req.cfg_normalization;
+        latents = denoise(runner, cfg_.scheduler, params, latents, caps, options_.dtype, run, trace);
         const auto dtype = options_.dtype;
-        if (trace) {
-            trace->sigmas = sched.sigmas;
-            trace->timesteps = sched.timesteps;
-            trace->latents.push_back(latents[0].to(at::kCPU));
-        }
-        for (int64_t i = 0; i < steps; ++i) {
-            run.check();
-            // cfg_truncation: a step whose normalised time exceeds it runs unguided (only when truncation <= 1).
-            bool guided = cfg;
-            if (cfg && req.cfg_truncation <= 1.0 && static_cast<double>(t_norm[i]) > req.cfg_truncation) guided = false;
-            const at::Tensor x = latents.to(dtype);
-            at::Tensor noise_pred;
-            if (guided) {
-                const at::Tensor out = dit_->forward(x.repeat({2, 1, 1, 1}), t_model.slice(0, i, i + 1).repeat({2}), captions);
-                if (trace && i == 0) trace->dit_out = out.to(at::kCPU, at::kFloat);
-                const at::Tensor pos = out[0].to(at::kFloat), neg = out[1].to(at::kFloat);
-                at::Tensor pred = pos + static_cast<double>(guidance) * (pos - neg);
-                if (req.cfg_normalization > 0.0) {
-                    const at::Tensor ori = at::linalg_vector_norm(pos), now = at::linalg_vector_norm(pred);
-                    const at::Tensor max_norm = ori * req.cfg_normalization;
-                    if ((now > max_norm).item<bool>()) pred = pred * (max_norm / now);
-                }
-                noise_pred = pred.unsqueeze(0);
-            } else {
-                if (cfg && !pos_captions) pos_captions = dit_->embed_captions({caps[0]});
-                noise_pred = dit_->forward(x, t_model.slice(0, i, i + 1), cfg ? *pos_captions : captions).to(at::kFloat);
-                if (trace && i == 0) trace->dit_out = noise_pred.to(at::kCPU);
-            }
-            noise_pred = -noise_pred;
-            latents = latents + (sigmas[i + 1] - sigmas[i]) * noise_pred;
-            if (trace) trace->latents.push_back(latents[0].to(at::kCPU));
-            run.advance();
-        }
-        run.check();
         end_phase(run, RunContext::kDenoise);
 
         // Decode: the pipeline casts to the VAE's dtype and un-scales in it; postprocess denormalises in it too.
@@ -259,6 +245,7 @@ private:
     std::unique_ptr<ZImageDit> dit_;
     std::unique_ptr<VaeDecoder> vae_;
     std::unique_ptr<AdapterHost> adapters_;
+    std::unique_ptr<ZImageGraphs> graphs_;  // graph and (CUDA) fused modes; set and dropped by apply_mode (no call in flight)
 };
 
 }  // namespace
@@ -328,13 +315,14 @@ std::unique_ptr<Model> load_zimage(const std::string& dir, const ModelOptions& o
         if (!(c == &p.te && options.offload_text_encoder)) on_device += c->weights->expected_elements();
     }
     p.encoder->finish(options.offload_text_encoder ? c10::Device(c10::kCPU) : options.device);
-    p.dit->finish(options.device);
+    WeightIndex dit_index = p.tr.weights->take_index();
+    p.dit->finish(options.device, dit_index);
     // describe()'s "config": each component's config as read.
     nlohmann::json config;
     for (const char* f : {"transformer", "text_encoder", "vae"}) config[f] = format::ModelConfig::load(dir + "/" + f, "config.json").json();
     config["scheduler"] = format::ModelConfig::load(dir + "/scheduler", "scheduler_config.json").json();
     return std::make_unique<ZImageModel>(options, std::move(config), p.cfg, std::move(*p.tok), std::move(p.encoder), std::move(p.dit),
-                                         std::move(p.vae), n, on_device, p.tr.weights->index());
+                                         std::move(p.vae), n, on_device, std::move(dit_index));
 }
 
 }  // namespace cn::zimage

@@ -2,6 +2,9 @@
 //  - Tiny fixtures (needs CUDA and the Qwen3 tokenizer files): fp32 on CUDA against the CPU reference intermediates
 //    within a looser tolerance (different kernels; the initial noise is the CUDA generator's, so the test feeds the
 //    reference's noise through the components instead), and bf16 runs end to end without error.
+//  - Modes on the tiny fixtures (bf16 and fp32, every case, CFG ones included): graph mode's latents and image equal
+//    eager's bit for bit (a capture, then a replay of the same shape), fused mode's latents within 2 % relative MAE
+//    of eager's in bf16 (1e-4 in fp32), and each fused kernel's CUDA path within rounding of its CPU path.
 //  - Full size (CN_ZIMAGE_GPU_DIR: a random-weight Z-Image Turbo pipeline written by scripts/zimage_gpu_reference.py,
 //    CN_ZIMAGE_GPU_REF: its results .safetensors, CN_ZIMAGE_GPU_JSON: its results JSON): bf16, 1024x1024 through
 //    the model's generate, the latents after step 1 within 1 % relative MAE of diffusers bf16 with the same seed
@@ -19,6 +22,9 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/polar.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
 
 #include "core/format/checkpoint.h"
 #include "core/models/registry.h"
@@ -28,6 +34,8 @@
 #include "core/models/zimage/zimage_vae.h"
 #include "core/runtime/model.h"
 #include "core/runtime/weights.h"
+#include "kernels/modulated_norm.h"
+#include "kernels/qk_norm_rope.h"
 #include "tests/models/zimage/zimage_fixture.h"
 
 namespace {
@@ -85,6 +93,102 @@ TEST(ZImageGpu, TinyPipelinesOnCuda) {
             // reference gets on CUDA too): ~2e-4 from the CPU's fp32.
             EXPECT_LT(rel_mae(parts.vae->decode(z)[0], ref_tensor(ck, name + ".decoded")), 1e-3);
         }
+    }
+}
+
+cn::GenerateRequest request_of(const nlohmann::json& c) {
+    cn::GenerateRequest req;
+    req.prompt = c["prompt"];
+    if (!c["negative_prompt"].is_null()) req.negative_prompt = c["negative_prompt"].get<std::string>();
+    req.width = c["width"];
+    req.height = c["height"];
+    req.steps = c["steps"];
+    req.guidance = c["guidance"].get<float>();
+    return req;
+}
+
+struct Generated {
+    std::vector<uint8_t> image;
+    cn::zimage::ZImageTrace trace;
+};
+
+Generated generate(cn::Model& m, const cn::GenerateRequest& req, uint64_t seed) {
+    cn::RunContext run;
+    run.seed = seed;
+    run.begin();
+    Generated g;
+    g.image.resize(m.generate_bytes(req));
+    cn::zimage::generate_traced(m, req, run, g.image.data(), g.image.size(), &g.trace);
+    return g;
+}
+
+TEST(ZImageGpu, GraphModeIsEagerBitForBitAndFusedIsClose) {
+    if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
+    CN_REQUIRE_ZIMAGE_TOKENIZER();
+    for (const auto& c : cn::test::zimage_cases()["cases"]) {
+        const std::string name = c["name"], config = c["config"];
+        for (auto dtype : {c10::kBFloat16, c10::kFloat}) {
+            SCOPED_TRACE(name + (dtype == c10::kFloat ? " fp32" : " bf16"));
+            cn::ModelOptions o;
+            o.device = c10::Device(c10::kCUDA, 0);
+            o.dtype = dtype;
+            auto m = cn::load_model(cn::test::zimage_pipeline_dir(config), o);
+            const cn::GenerateRequest req = request_of(c);
+            const uint64_t seed = c["seed"].get<uint64_t>();
+            const Generated eager = generate(*m, req, seed);
+            m->set_mode(CN_MODE_GRAPH);
+            for (int call = 0; call < 2; ++call) {  // the first call captures, the second replays
+                const Generated graph = generate(*m, req, seed);
+                ASSERT_EQ(graph.trace.latents.size(), eager.trace.latents.size());
+                for (size_t i = 0; i < eager.trace.latents.size(); ++i) {
+                    EXPECT_TRUE(graph.trace.latents[i].equal(eager.trace.latents[i])) << "graph call " << call << ", latents " << i;
+                }
+                EXPECT_EQ(graph.image, eager.image) << "graph call " << call;
+            }
+            m->set_mode(CN_MODE_FUSED);
+            for (int call = 0; call < 2; ++call) {
+                const Generated fused = generate(*m, req, seed);
+                const double err = rel_mae(fused.trace.latents.back(), eager.trace.latents.back());
+                std::printf("%s %s fused call %d: final latents rel MAE %.3g vs eager\n", name.c_str(),
+                            dtype == c10::kFloat ? "fp32" : "bf16", call, err);
+                EXPECT_LT(err, dtype == c10::kFloat ? 1e-4 : 2e-2);
+            }
+        }
+    }
+}
+
+TEST(ZImageGpu, FusedKernelsMatchTheirCpuPaths) {
+    if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
+    const c10::Device cuda(c10::kCUDA, 0);
+    for (auto dtype : {c10::kBFloat16, c10::kFloat}) {
+        SCOPED_TRACE(dtype == c10::kFloat ? "fp32" : "bf16");
+        const auto o = at::TensorOptions().dtype(dtype);
+        const int64_t B = 2, S = 37, D = 3840, H = 30, hd = 128;
+        const at::Tensor x = at::randn({B, S, D}, o), y = at::randn({B, S, D}, o) * 3.0;
+        const at::Tensor w = at::rand({D}, o) + 0.5, scale = at::randn({B, D}, o) + 1.0, gate = at::randn({B, D}, o).tanh();
+        // Rounding-level agreement: a few fp32 ulps of the variance move a bf16 result by at most one unit in the last
+        // place (2^-7 relative), an fp32 one by a few 1e-7.
+        const double tol = dtype == c10::kFloat ? 1e-5 : 1.6e-2;
+        auto close = [&](const at::Tensor& got, const at::Tensor& ref, const char* what) {
+            const at::Tensor g = got.to(at::kCPU, at::kDouble), r = ref.to(at::kDouble);
+            const double worst = ((g - r).abs() / (r.abs() + r.abs().mean())).max().item<double>();
+            const double equal = (g == r).to(at::kDouble).mean().item<double>();
+            std::printf("%s %s: max rel %.3g, %.4f of values bit-equal\n", what, dtype == c10::kFloat ? "fp32" : "bf16", worst, equal);
+            EXPECT_LT(worst, tol) << what;
+        };
+        close(cn::kernels::rms_norm_scale(x.to(cuda), w.to(cuda), 1e-5, scale.to(cuda)), cn::kernels::rms_norm_scale_cpu(x, w, 1e-5, scale),
+              "rms_norm_scale");
+        at::Tensor xc = x.to(cuda), xh = x.clone();
+        cn::kernels::add_gated_rms_norm(xc, y.to(cuda), w.to(cuda), 1e-5, gate.to(cuda));
+        cn::kernels::add_gated_rms_norm_cpu(xh, y, w, 1e-5, gate);
+        close(xc, xh, "add_gated_rms_norm");
+        const at::Tensor qkv = at::randn({B, S, 3 * H * hd}, o), qw = at::rand({hd}, o) + 0.5, kw = at::rand({hd}, o) + 0.5;
+        const at::Tensor ang = at::randn({B, S, hd / 2}, at::TensorOptions().dtype(at::kFloat)) * 3.0;
+        const at::Tensor freqs = at::polar(at::ones_like(ang), ang);
+        auto [qg, kg] = cn::kernels::qk_norm_rope(qkv.to(cuda), H, qw.to(cuda), kw.to(cuda), 1e-5, freqs.to(cuda));
+        auto [qc, kc] = cn::kernels::qk_norm_rope_cpu(qkv, H, qw, kw, 1e-5, freqs);
+        close(qg, qc, "qk_norm_rope q");
+        close(kg, kc, "qk_norm_rope k");
     }
 }
 

@@ -124,15 +124,21 @@ protected:
     void SetUp() override { CN_REQUIRE_ZIMAGE_TOKENIZER(); }
 };
 
-TEST_F(ZImageParity, EveryCaseEveryIntermediate) {
+// Every case through generate in `mode`, every intermediate against the reference's.
+void check_every_case(cn_mode mode) {
     const auto& cases = cn::test::zimage_cases()["cases"];
     ASSERT_GE(cases.size(), 8u);
     for (const auto& c : cases) {
         const std::string name = c["name"], config = c["config"];
         SCOPED_TRACE(name);
-        std::printf("case %s (%s)\n", name.c_str(), config.c_str());
+        std::printf("case %s (%s), mode %d\n", name.c_str(), config.c_str(), static_cast<int>(mode));
         const Reference& ref = reference(config);
         cn::Model& m = model(config);
+        m.set_mode(mode);
+        struct Back {
+            cn::Model& m;
+            ~Back() { m.set_mode(CN_MODE_EAGER); }
+        } back{m};
         const cn::GenerateRequest req = request_of(c);
         cn::RunContext run;
         run.seed = c["seed"].get<uint64_t>();
@@ -165,6 +171,12 @@ TEST_F(ZImageParity, EveryCaseEveryIntermediate) {
     }
 }
 
+TEST_F(ZImageParity, EveryCaseEveryIntermediate) { check_every_case(CN_MODE_EAGER); }
+
+// Fused mode (packed GEMMs, one adaLN GEMM, the norm/RoPE kernels' CPU paths) on these fp32 fixtures: within the
+// same bounds as eager.
+TEST_F(ZImageParity, FusedModeEveryCaseWithinTheSameBounds) { check_every_case(CN_MODE_FUSED); }
+
 // Each component on the reference's own inputs.
 TEST_F(ZImageParity, ComponentsOnReferenceInputs) {
     const auto& cases = cn::test::zimage_cases()["cases"];
@@ -188,9 +200,13 @@ TEST_F(ZImageParity, ComponentsOnReferenceInputs) {
         if (dit_ref.size(0) == 2) caps.push_back(ref.get(p + "neg_embeds"));
         const cn::zimage::Schedule sched = cn::zimage::make_schedule(parts.config->scheduler, ref.get(p + "timesteps").size(0));
         const at::Tensor x0 = ref.get(p + "latents")[0].unsqueeze(0).repeat({dit_ref.size(0), 1, 1, 1});
-        const at::Tensor out =
-            parts.dit->forward(x0, sched.t_model.slice(0, 0, 1).repeat({dit_ref.size(0)}), parts.dit->embed_captions(caps));
-        EXPECT_CLOSE(out, dit_ref, "dit(first call)");
+        const at::Tensor t0 = sched.t_model.slice(0, 0, 1).repeat({dit_ref.size(0)});
+        const cn::zimage::ZImageDit::Captions c = parts.dit->embed_captions(caps);
+        const cn::zimage::DitGeometry g = parts.dit->geometry(x0.size(0), x0.size(2), x0.size(3), c.lens);
+        EXPECT_CLOSE(parts.dit->forward(x0, t0, c.feats, g), dit_ref, "dit(first call)");
+        // The fused path (its own norm kernels' sums and GEMM shapes): within the same bounds on these fp32 fixtures.
+        const cn::zimage::ZImageDit::Captions cf = parts.dit->embed_captions(caps, /*fused=*/true);
+        EXPECT_CLOSE(parts.dit->forward(x0, t0, cf.feats, g, /*fused=*/true), dit_ref, "dit(first call, fused)");
         // The VAE decoder on the reference's final latents (scaled and shifted as the pipeline does).
         const at::Tensor lat = ref.get(p + "latents");
         const at::Tensor z = (lat[lat.size(0) - 1].unsqueeze(0) / parts.config->vae.scaling_factor) + parts.config->vae.shift_factor;
