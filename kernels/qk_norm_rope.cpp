@@ -28,8 +28,8 @@ void check(const at::Tensor& qkv, int64_t heads, const at::Tensor& q_w, const at
 
 }  // namespace
 
-std::pair<at::Tensor, at::Tensor> qk_norm_rope_cpu(const at::Tensor& qkv, int64_t heads, const at::Tensor& q_w, const at::Tensor& k_w,
-                                                   double eps, const at::Tensor& freqs) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> qk_norm_rope_cpu(const at::Tensor& qkv, int64_t heads, const at::Tensor& q_w,
+                                                                const at::Tensor& k_w, double eps, const at::Tensor& freqs) {
     check(qkv, heads, q_w, k_w, freqs);
     const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / 3, hd = D / heads;
     auto one = [&](int64_t part, const at::Tensor& w) {
@@ -37,18 +37,19 @@ std::pair<at::Tensor, at::Tensor> qk_norm_rope_cpu(const at::Tensor& qkv, int64_
         if (w.defined()) x = layers::t5_rms_norm(x, w, eps);
         return layers::apply_complex_rope(x, freqs).transpose(1, 2).contiguous();
     };
-    return {one(0, q_w), one(1, k_w)};
+    return {one(0, q_w), one(1, k_w), qkv.narrow(2, 2 * D, D).view({B, S, heads, hd}).transpose(1, 2).contiguous()};
 }
 
-std::pair<at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& qkv, int64_t heads, const at::Tensor& q_w, const at::Tensor& k_w,
-                                               double eps, const at::Tensor& freqs) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& qkv, int64_t heads, const at::Tensor& q_w,
+                                                            const at::Tensor& k_w, double eps, const at::Tensor& freqs) {
 #ifdef CN_WITH_CUDA
     if (qkv.is_cuda()) {
         check(qkv, heads, q_w, k_w, freqs);
         const int64_t B = qkv.size(0), S = qkv.size(1), hd = qkv.size(2) / (3 * heads);
-        at::Tensor q = at::empty({B, heads, S, hd}, qkv.options()), k = at::empty({B, heads, S, hd}, qkv.options());
-        qk_norm_rope_cuda(qkv, heads, q_w, k_w, eps, freqs, q, k);
-        return {q, k};
+        at::Tensor q = at::empty({B, heads, S, hd}, qkv.options()), k = at::empty({B, heads, S, hd}, qkv.options()),
+                   v = at::empty({B, heads, S, hd}, qkv.options());
+        qk_norm_rope_cuda(qkv, heads, q_w, k_w, eps, freqs, q, k, v);
+        return {q, k, v};
     }
 #endif
     return qk_norm_rope_cpu(qkv, heads, q_w, k_w, eps, freqs);

@@ -1,4 +1,4 @@
-// CUDA path of qk_norm_rope: one warp per (row, q or k, head); lane l takes the pairs l, l + 32, ... of the head's
+// CUDA path of qk_norm_rope: one warp per (row, q, k or v, head) (v: a copy into the [B, H, S, hd] layout); lane l takes the pairs l, l + 32, ... of the head's
 // hd / 2 (x[2p], x[2p + 1] as one 2-element load), sums their squares in that order, warp_sum's butterfly, then
 // writes the normed, rotated pairs into the [B, H, S, hd] outputs.
 #include "kernels/qk_norm_rope.h"
@@ -26,21 +26,26 @@ struct alignas(sizeof(T) * 2) Pair {
 
 template <class T>
 __global__ void qk_norm_rope_kernel(const T* __restrict__ qkv, const T* __restrict__ qw, const T* __restrict__ kw,
-                                    const float2* __restrict__ freqs, T* __restrict__ q_out, T* __restrict__ k_out, int64_t S, int64_t H,
-                                    int64_t hd, int64_t units, float eps) {
+                                    const float2* __restrict__ freqs, T* __restrict__ q_out, T* __restrict__ k_out, T* __restrict__ v_out,
+                                    int64_t S, int64_t H, int64_t hd, int64_t units, float eps) {
     cuda::pdl_trigger();
     cuda::pdl_wait();
     const int64_t unit = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
     if (unit >= units) return;  // whole warps
     const int lane = threadIdx.x % 32;
-    // unit = (row * 2 + part) * H + head
-    const int64_t head = unit % H, part = (unit / H) % 2, row = unit / (2 * H);
+    // unit = (row * 3 + part) * H + head
+    const int64_t head = unit % H, part = (unit / H) % 3, row = unit / (3 * H);
     const int64_t b = row / S, s = row % S, D = H * hd, half = hd / 2;
     const T* x = qkv + row * 3 * D + part * D + head * hd;
-    const T* w = part == 0 ? qw : kw;
-    T* out = (part == 0 ? q_out : k_out) + ((b * H + head) * S + s) * hd;
-    const float2* f = freqs + row * half;
+    T* out = (part == 0 ? q_out : part == 1 ? k_out : v_out) + ((b * H + head) * S + s) * hd;
     const Pair<T>* xp = reinterpret_cast<const Pair<T>*>(x);
+    if (part == 2) {
+        Pair<T>* op = reinterpret_cast<Pair<T>*>(out);
+        for (int64_t p = lane; p < half; p += 32) op[p] = xp[p];
+        return;
+    }
+    const T* w = part == 0 ? qw : kw;
+    const float2* f = freqs + row * half;
     float inv = 1.f;
     if (w) {
         float ss = 0.f;
@@ -70,9 +75,9 @@ __global__ void qk_norm_rope_kernel(const T* __restrict__ qkv, const T* __restri
 
 template <class T>
 void launch(const at::Tensor& qkv, int64_t H, const at::Tensor& q_w, const at::Tensor& k_w, double eps, const at::Tensor& freqs,
-            const at::Tensor& q_out, const at::Tensor& k_out) {
+            const at::Tensor& q_out, const at::Tensor& k_out, const at::Tensor& v_out) {
     const int64_t B = qkv.size(0), S = qkv.size(1), hd = qkv.size(2) / (3 * H);
-    const int64_t units = B * S * 2 * H;
+    const int64_t units = B * S * 3 * H;
     if (units == 0) return;
     const int64_t blocks = (units + kWarpsPerBlock - 1) / kWarpsPerBlock;
     if (blocks > INT32_MAX) fail(Status::kInvalidArgument, "qk_norm_rope: too many rows for one launch");
@@ -81,16 +86,18 @@ void launch(const at::Tensor& qkv, int64_t H, const at::Tensor& q_w, const at::T
     cuda::launch_pdl(qk_norm_rope_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(32 * kWarpsPerBlock), 0,
                      at::cuda::getCurrentCUDAStream(), reinterpret_cast<const T*>(qkv.const_data_ptr()), qw, kw,
                      reinterpret_cast<const float2*>(freqs.const_data_ptr()), reinterpret_cast<T*>(q_out.data_ptr()),
-                     reinterpret_cast<T*>(k_out.data_ptr()), S, H, hd, units, static_cast<float>(eps));
+                     reinterpret_cast<T*>(k_out.data_ptr()), reinterpret_cast<T*>(v_out.data_ptr()), S, H, hd, units,
+                     static_cast<float>(eps));
 }
 
 }  // namespace
 
 void qk_norm_rope_cuda(const at::Tensor& qkv, int64_t heads, const at::Tensor& q_w, const at::Tensor& k_w, double eps,
-                       const at::Tensor& freqs, const at::Tensor& q_out, const at::Tensor& k_out) {
+                       const at::Tensor& freqs, const at::Tensor& q_out, const at::Tensor& k_out, const at::Tensor& v_out) {
     c10::cuda::CUDAGuard guard(qkv.device());
     const at::Tensor qw = q_w.defined() ? q_w.contiguous() : q_w, kw = k_w.defined() ? k_w.contiguous() : k_w;
-    CN_DISPATCH_FLOAT_TYPES(qkv.scalar_type(), "qk_norm_rope", [&] { launch<scalar_t>(qkv, heads, qw, kw, eps, freqs, q_out, k_out); });
+    CN_DISPATCH_FLOAT_TYPES(qkv.scalar_type(), "qk_norm_rope",
+                            [&] { launch<scalar_t>(qkv, heads, qw, kw, eps, freqs, q_out, k_out, v_out); });
 }
 
 }  // namespace cn::kernels

@@ -27,7 +27,8 @@ torch.cuda.synchronize). text / DiT per step / VAE ms: medians of the phases; di
 around encode_prompt, from its end to the start of vae.decode (the denoising loop, initial noise included; divided
 by the steps) and from vae.decode to the returned PIL image; cutenative: cn_call_timings (prepare + text, denoise /
 steps, decode; the decode includes the copy of the pixels to the host). images/s: 1000 / warm ms (batch 1).
-resident GB: the system's device memory that stays allocated (its weights: torch.cuda.memory_allocated around the
+After each row a cutenative model's mode is set again, which drops its captured graphs (their pools stay one
+row's). resident GB: the system's device memory that stays allocated (its weights: torch.cuda.memory_allocated around the
 pipeline's build / cn_model_create, which runs on this process's caching allocator since libcutenative links the
 same libtorch; plus what its calls left allocated, e.g. CUDA graph pools); peak GB: resident + the largest
 working set of its timed calls (torch.cuda.max_memory_allocated, reset before them, minus the allocation before
@@ -92,6 +93,8 @@ import transformers  # noqa: E402
 
 MARKER = ".bench_zimage_complete.json"
 MODES = {"eager": cn.CN_MODE_EAGER, "graph": cn.CN_MODE_GRAPH, "fused": cn.CN_MODE_FUSED}
+# Experimental switches of the library (read at cn_model_create), as mode suffixes: "fused+cudnn+nhwc".
+VARIANTS = {"cudnn": ("CN_ZIMAGE_ATTENTION", "cudnn"), "nhwc": ("CN_ZIMAGE_VAE_LAYOUT", "nhwc")}
 CN_DTYPES = {"bfloat16": cn.CN_DTYPE_BF16, "float32": cn.CN_DTYPE_F32}
 COLUMNS = ["size", "guidance", "system", "first call ms", "warm ms", "text ms", "DiT ms/step", "VAE ms",
            "images/s", "resident GB", "peak GB", "PSNR vs diffusers eager dB", "max abs diff",
@@ -376,7 +379,9 @@ def main():
     ap.add_argument("--cfg-guidance", type=float, default=4.0)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3, help="timed calls after the first (median)")
-    ap.add_argument("--modes", default="eager,graph,fused", help="cutenative modes (eager, graph, fused)")
+    ap.add_argument("--modes", default="eager,graph,fused",
+                    help="cutenative modes (eager, graph, fused), each optionally with the library's experimental "
+                         "switches as suffixes: +cudnn (CN_ZIMAGE_ATTENTION=cudnn), +nhwc (CN_ZIMAGE_VAE_LAYOUT=nhwc)")
     ap.add_argument("--skip-compiled", action="store_true", help="no diffusers compile_repeated_blocks system")
     ap.add_argument("--compile-dynamic", choices=["auto", "false", "true"], default="auto",
                     help="torch.compile's dynamic= for the compiled blocks (auto: torch's default, dynamic after a "
@@ -390,9 +395,9 @@ def main():
         args.cfg_rows = str(sizes[0]) if args.tiny and sizes else "1024"
     cfg_sizes = parse_list(args.cfg_rows, int)
     modes = parse_list(args.modes, str)
-    bad = [m for m in modes if m not in MODES]
+    bad = [m for m in modes if m.split("+")[0] not in MODES or any(v not in VARIANTS for v in m.split("+")[1:])]
     if bad:
-        ap.error(f"unknown --modes {bad}; choose from {sorted(MODES)}")
+        ap.error(f"unknown --modes {bad}; choose from {sorted(MODES)}, each with optional +{'/+'.join(VARIANTS)}")
     if any(s % 16 for s in sizes + cfg_sizes):
         ap.error("sizes must be multiples of 16")
     if args.runs < 0 or args.steps < 1:
@@ -435,7 +440,17 @@ def main():
         a0 = meter.alloc()
         t0 = time.perf_counter()
         try:
-            models[mode] = CnModel(lib, args.model_dir, MODES[mode], device, CN_DTYPES[args.dtype])
+            env = dict(VARIANTS[v] for v in mode.split("+")[1:])
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                models[mode] = CnModel(lib, args.model_dir, MODES[mode.split("+")[0]], device, CN_DTYPES[args.dtype])
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         except cn.CnError as e:
             failed[mode] = e
             notes.append(f"cutenative {mode}: cn_model_create failed: {e}")
@@ -524,6 +539,9 @@ def main():
                     m = models[what]
                     r = meter.measure(key, lambda: m.generate(args.prompt, size, args.steps, guidance, args.seed),
                                       args.runs)
+                    # Setting the mode again drops the model's captured graphs: pools stay one row's (the rows'
+                    # resident column shows them), and every model fits beside the others at 1536^2.
+                    m.check(lib.cn_model_set_mode(m.m, MODES[what.split("+")[0]], m.err))
             except cn.CnError as e:
                 label += " (%s)" % e.status_name
                 notes.append(f"{size} g{guidance:g} {label}: {e}")
@@ -545,7 +563,7 @@ def main():
                     vs_ref = psnr(img, ref_img)
                 if what == "eager":
                     eager_img = img
-                elif what in ("graph", "fused"):
+                elif what is not None and what.split("+")[0] in ("graph", "fused") and eager_img is not None:
                     vs_eager = psnr(img, eager_img)
                 same = r["first_vs_last"]
                 if same[1]:

@@ -310,7 +310,11 @@ func (ts *testServer) holdWorker(t *testing.T, body string) (*gate, <-chan int) 
 	ts.setHook(g.hook)
 	first := make(chan int, 1)
 	go func() { c, _, _ := ts.post(t, body); first <- c }()
-	<-g.entered
+	select {
+	case <-g.entered:
+	case c := <-first: // answered without reaching a gated worker (e.g. routed to a long lane): fail, never hang
+		t.Fatalf("the request was answered (%d) without reaching a short-lane worker", c)
+	}
 	return g, first
 }
 

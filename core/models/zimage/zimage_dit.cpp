@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cos.h>
@@ -185,7 +186,7 @@ at::Tensor ZImageDit::block(const Block& b, at::Tensor x, const at::Tensor& mask
 at::Tensor ZImageDit::block_fused(const Block& b, at::Tensor x, const at::Tensor& mask, const at::Tensor& freqs,
                                   const at::Tensor& mod) const {
     const double eps = c_.norm_eps;
-    const int64_t B = x.size(0), S = x.size(1), D = c_.dim, H = c_.n_heads, hd = c_.head_dim(), F = c_.ffn_dim();
+    const int64_t B = x.size(0), S = x.size(1), D = c_.dim, H = c_.n_heads, F = c_.ffn_dim();
     at::Tensor scale_msa, gate_msa, scale_mlp, gate_mlp;
     if (b.modulated) {  // [B, D] each, rounded as eager's 1 + m and tanh(m)
         scale_msa = 1.0 + mod.narrow(1, 0, D);
@@ -195,10 +196,14 @@ at::Tensor ZImageDit::block_fused(const Block& b, at::Tensor x, const at::Tensor
     }
     x = x.contiguous();
     const at::Tensor h = kernels::rms_norm_scale(x, b.norm1, eps, scale_msa);
-    const at::Tensor qkv = layers::linear(h, b.qkv);                               // [B, S, 3D]
-    auto [q, k] = kernels::qk_norm_rope(qkv, H, b.q_norm, b.k_norm, 1e-5, freqs);  // [B, H, S, hd]
-    const at::Tensor v = qkv.view({B, S, 3, H, hd}).select(2, 2).transpose(1, 2);
-    const at::Tensor a = layers::attention(q, k, v, mask);
+    const at::Tensor qkv = layers::linear(h, b.qkv);                                  // [B, S, 3D]
+    auto [q, k, v] = kernels::qk_norm_rope(qkv, H, b.q_norm, b.k_norm, 1e-5, freqs);  // [B, H, S, hd] each
+    at::Tensor a;
+    if (cudnn_attention_ && q.is_cuda() && !mask.defined() && q.scalar_type() != at::kFloat) {
+        a = std::get<0>(at::_scaled_dot_product_cudnn_attention(q, k, v, std::nullopt, /*compute_log_sumexp=*/false));
+    } else {
+        a = layers::attention(q, k, v, mask);
+    }
     const at::Tensor attn = layers::linear(a.transpose(1, 2).reshape({B, S, D}), b.o);
     kernels::add_gated_rms_norm(x, attn, b.norm2, eps, gate_msa);
     const at::Tensor h2 = kernels::rms_norm_scale(x, b.ffn_norm1, eps, scale_mlp);

@@ -67,6 +67,10 @@ public:
 
     const DitConfig& config() const { return c_; }
 
+    // Experimental (CN_ZIMAGE_ATTENTION=cudnn, off by default): the fused path's unmasked attention through cuDNN's
+    // SDPA (Hopper's FlashAttention-3-class kernels) instead of ATen's SDPA choice; bf16/fp16 on CUDA only.
+    void use_cudnn_attention(bool on) { cudnn_attention_ = on; }
+
 private:
     struct Block;
     at::Tensor block(const Block& b, at::Tensor x, const at::Tensor& mask, const at::Tensor& freqs, const at::Tensor& mod,
@@ -79,6 +83,7 @@ private:
     at::Tensor cap_norm_, x_pad_, cap_pad_;
     std::vector<std::shared_ptr<Block>> noise_refiner_, context_refiner_, layers_;
     std::vector<at::Tensor> rope_;
+    bool cudnn_attention_ = false;
 };
 
 }  // namespace cn::zimage

@@ -1,6 +1,7 @@
 #include "core/models/zimage/zimage_model.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <tuple>
@@ -315,6 +316,9 @@ std::unique_ptr<Model> load_zimage(const std::string& dir, const ModelOptions& o
         if (!(c == &p.te && options.offload_text_encoder)) on_device += c->weights->expected_elements();
     }
     p.encoder->finish(options.offload_text_encoder ? c10::Device(c10::kCPU) : options.device);
+    // Experimental switches, off by default (measured in docs/benchmarks.md before any becomes a default).
+    if (const char* a = std::getenv("CN_ZIMAGE_ATTENTION"); a && std::string(a) == "cudnn") p.dit->use_cudnn_attention(true);
+    if (const char* l = std::getenv("CN_ZIMAGE_VAE_LAYOUT"); l && std::string(l) == "nhwc") p.vae->use_channels_last();
     WeightIndex dit_index = p.tr.weights->take_index();
     p.dit->finish(options.device, dit_index);
     // describe()'s "config": each component's config as read.

@@ -68,6 +68,29 @@ VaeDecoder::VaeDecoder(const VaeConfig& c, Weights& w) : c_(c) {
     conv(conv_out_, "decoder.conv_out", c.out_channels, ch.front(), 3);
 }
 
+void VaeDecoder::use_channels_last() {
+    auto cl = [](Conv& c) {
+        if (c.w.defined()) c.w = c.w.contiguous(at::MemoryFormat::ChannelsLast);
+    };
+    cl(post_quant_);
+    cl(conv_in_);
+    cl(conv_out_);
+    for (Resnet* r : {&mid1_, &mid2_}) {
+        cl(r->conv1);
+        cl(r->conv2);
+        cl(r->shortcut);
+    }
+    for (UpBlock& b : up_) {
+        for (Resnet& r : b.resnets) {
+            cl(r.conv1);
+            cl(r.conv2);
+            cl(r.shortcut);
+        }
+        cl(b.upsample);
+    }
+    channels_last_ = true;
+}
+
 at::Tensor VaeDecoder::group_norm(const GroupNorm& n, const at::Tensor& x) const {
     return at::group_norm(x, c_.norm_num_groups, n.w, n.b, 1e-6);
 }
@@ -94,11 +117,14 @@ at::Tensor VaeDecoder::attention(const Attention& a, const at::Tensor& x) const 
 }
 
 at::Tensor VaeDecoder::decode(const at::Tensor& z_in) const {
-    at::Tensor z = z_in;
+    at::Tensor z = channels_last_ ? z_in.contiguous(at::MemoryFormat::ChannelsLast) : z_in;
     if (c_.use_post_quant_conv) z = at::conv2d(z, post_quant_.w, post_quant_.b);
     at::Tensor x = at::conv2d(z, conv_in_.w, conv_in_.b, 1, 1);
     x = resnet(mid1_, x);
-    if (mid_attn_) x = attention(*mid_attn_, x);
+    if (mid_attn_) {
+        x = attention(*mid_attn_, channels_last_ ? x.contiguous() : x);
+        if (channels_last_) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    }
     x = resnet(mid2_, x);
     for (const UpBlock& b : up_) {
         for (const Resnet& r : b.resnets) x = resnet(r, x);
@@ -108,7 +134,8 @@ at::Tensor VaeDecoder::decode(const at::Tensor& z_in) const {
         }
     }
     x = at::silu(group_norm(norm_out_, x));
-    return at::conv2d(x, conv_out_.w, conv_out_.b, 1, 1);
+    const at::Tensor out = at::conv2d(x, conv_out_.w, conv_out_.b, 1, 1);
+    return channels_last_ ? out.contiguous() : out;
 }
 
 }  // namespace cn::zimage

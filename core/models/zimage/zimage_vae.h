@@ -25,6 +25,10 @@ public:
     VaeDecoder(const VaeConfig& c, Weights& w);
     // z: [B, latent_channels, h, w] already scaled and shifted; returns [B, 3, h * scale, w * scale].
     at::Tensor decode(const at::Tensor& z) const;
+    // Experimental (CN_ZIMAGE_VAE_LAYOUT=nhwc, off by default): the 3x3/1x1 convolutions' weights in channels-last
+    // layout and the activations with them (cuDNN's NHWC kernels); the output returns to NCHW. Not the reference's
+    // layout: results differ from diffusers' at rounding level. Call once after loading, before any decode.
+    void use_channels_last();
 
 private:
     struct Conv {
@@ -50,6 +54,7 @@ private:
     at::Tensor group_norm(const GroupNorm& n, const at::Tensor& x) const;
 
     VaeConfig c_;
+    bool channels_last_ = false;
     Conv post_quant_, conv_in_, conv_out_;
     Resnet mid1_, mid2_;
     std::unique_ptr<Attention> mid_attn_;

@@ -11,6 +11,7 @@
 //    (torch.Generator("cuda")), and the time of a warm call printed. Skips (printing SKIPPED) without them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -151,7 +152,9 @@ TEST(ZImageGpu, GraphModeIsEagerBitForBitAndFusedIsClose) {
                 const double err = rel_mae(fused.trace.latents.back(), eager.trace.latents.back());
                 std::printf("%s %s fused call %d: final latents rel MAE %.3g vs eager\n", name.c_str(),
                             dtype == c10::kFloat ? "fp32" : "bf16", call, err);
-                EXPECT_LT(err, dtype == c10::kFloat ? 1e-4 : 2e-2);
+                // Guidance g multiplies the paths' difference by up to 1 + g (a_guidance30: 5e-2 in bf16).
+                const double bound = (dtype == c10::kFloat ? 1e-4 : 2e-2) * std::max(1.0, (1.0 + req.guidance) / 5.0);
+                EXPECT_LT(err, bound);
             }
         }
     }
@@ -185,10 +188,11 @@ TEST(ZImageGpu, FusedKernelsMatchTheirCpuPaths) {
         const at::Tensor qkv = at::randn({B, S, 3 * H * hd}, o), qw = at::rand({hd}, o) + 0.5, kw = at::rand({hd}, o) + 0.5;
         const at::Tensor ang = at::randn({B, S, hd / 2}, at::TensorOptions().dtype(at::kFloat)) * 3.0;
         const at::Tensor freqs = at::polar(at::ones_like(ang), ang);
-        auto [qg, kg] = cn::kernels::qk_norm_rope(qkv.to(cuda), H, qw.to(cuda), kw.to(cuda), 1e-5, freqs.to(cuda));
-        auto [qc, kc] = cn::kernels::qk_norm_rope_cpu(qkv, H, qw, kw, 1e-5, freqs);
+        auto [qg, kg, vg] = cn::kernels::qk_norm_rope(qkv.to(cuda), H, qw.to(cuda), kw.to(cuda), 1e-5, freqs.to(cuda));
+        auto [qc, kc, vc] = cn::kernels::qk_norm_rope_cpu(qkv, H, qw, kw, 1e-5, freqs);
         close(qg, qc, "qk_norm_rope q");
         close(kg, kc, "qk_norm_rope k");
+        EXPECT_TRUE(vg.to(at::kCPU).equal(vc)) << "qk_norm_rope v (a copy)";
     }
 }
 
