@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <tuple>
 
@@ -10,7 +12,6 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Generator.h>
 #include <ATen/ops/clamp.h>
-#include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/round.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -139,8 +140,8 @@ public:
 
         // Text: hidden_states[-2] of the valid tokens; positive first, negative second (the pipeline's batch order).
         const auto dev = options_.device;
-        std::vector<at::Tensor> caps{te_->encode(pos_ids).to(dev)};
-        if (cfg) caps.push_back(te_->encode(neg_ids).to(dev));
+        std::vector<at::Tensor> caps{encode(pos_ids)};
+        if (cfg) caps.push_back(encode(neg_ids));
         if (trace) {
             trace->pos_ids = pos_ids;
             trace->neg_ids = neg_ids;
@@ -177,8 +178,9 @@ public:
         at::Tensor img = vae_->decode(z);
         if (trace) trace->decoded = img[0].to(at::kCPU, at::kFloat);
         img = at::clamp(img * 0.5 + 0.5, 0, 1);
-        // numpy: (x * 255).round() in fp32 (half to even), then uint8.
-        const at::Tensor rgb = at::round(img.to(at::kCPU).permute({0, 2, 3, 1}).to(at::kFloat) * 255).to(at::kByte).contiguous();
+        // numpy: (x * 255).round() in fp32 (half to even), then uint8: elementwise and exact on any device, so done
+        // where the image is; only the bytes travel to the host.
+        const at::Tensor rgb = at::round(img.permute({0, 2, 3, 1}).to(at::kFloat) * 255).to(at::kByte).contiguous().to(at::kCPU);
         std::memcpy(out, rgb.const_data_ptr<uint8_t>(), bytes);
         run.mark(RunContext::kDecode);
     }
@@ -221,6 +223,25 @@ private:
         }
     }
 
+    // The text encoder's output for these tokens on the model's device, from a small cache of recent prompts (a
+    // repeated prompt, a seed sweep or CFG's empty negative prompt is not encoded again; the same values).
+    at::Tensor encode(const std::vector<int32_t>& ids) {
+        {
+            std::lock_guard<std::mutex> lock(prompt_mu_);
+            for (auto it = prompts_.begin(); it != prompts_.end(); ++it) {
+                if (it->first == ids) {
+                    prompts_.splice(prompts_.begin(), prompts_, it);
+                    return it->second;
+                }
+            }
+        }
+        at::Tensor e = te_->encode(ids).to(options_.device);
+        std::lock_guard<std::mutex> lock(prompt_mu_);
+        prompts_.emplace_front(ids, e);
+        if (prompts_.size() > kPromptCache) prompts_.pop_back();
+        return e;
+    }
+
     // The templated prompt's token ids, truncated to the pipeline's 512.
     std::vector<int32_t> tokens(const std::string& prompt, const char* field) const {
         std::vector<int32_t> ids;
@@ -246,6 +267,9 @@ private:
     std::unique_ptr<ZImageDit> dit_;
     std::unique_ptr<VaeDecoder> vae_;
     std::unique_ptr<AdapterHost> adapters_;
+    static constexpr size_t kPromptCache = 8;  // prompts' embeddings kept (<= 2.6 MB each in bf16 at full size)
+    std::mutex prompt_mu_;
+    std::list<std::pair<std::vector<int32_t>, at::Tensor>> prompts_;  // most recently used first
     std::unique_ptr<ZImageGraphs> graphs_;  // graph and (CUDA) fused modes; set and dropped by apply_mode (no call in flight)
 };
 
