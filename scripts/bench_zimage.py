@@ -383,6 +383,9 @@ def main():
                     help="cutenative modes (eager, graph, fused), each optionally with the library's experimental "
                          "switches as suffixes: +cudnn (CN_ZIMAGE_ATTENTION=cudnn), +nhwc (CN_ZIMAGE_VAE_LAYOUT=nhwc)")
     ap.add_argument("--skip-compiled", action="store_true", help="no diffusers compile_repeated_blocks system")
+    ap.add_argument("--profile", default=None, metavar="MODE:SIZE",
+                    help="after the table, where one warm call of that cutenative mode at that square size spends "
+                         "its GPU time (torch.profiler over the library's kernels; e.g. fused:1024)")
     ap.add_argument("--compile-dynamic", choices=["auto", "false", "true"], default="auto",
                     help="torch.compile's dynamic= for the compiled blocks (auto: torch's default, dynamic after a "
                     "second shape)")
@@ -571,6 +574,25 @@ def main():
                                  f"timed call's (PSNR {fmt(same[0], '%.2f')} dB, max abs diff {same[1]})")
             emit(table_row(size, guidance, label, r, args.steps, vs_ref, vs_eager))
             sync(device)
+
+    if args.profile and device.type == "cuda":
+        pmode, psize = args.profile.split(":")
+        if pmode in models:
+            from torch.profiler import ProfilerActivity, profile
+            m = models[pmode]
+            m.generate(args.prompt, int(psize), args.steps, 0.0, args.seed)  # warm: captured, cached
+            sync(device)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                m.generate(args.prompt, int(psize), args.steps, 0.0, args.seed)
+                sync(device)
+            table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70)
+            lines.append("")
+            lines.append(f"Profile: cutenative {pmode}, {psize}x{psize}, {args.steps} steps, one warm call")
+            lines.append("```")
+            lines.extend(table.splitlines())
+            lines.append("```")
+            print("\n".join(lines[-(len(table.splitlines()) + 3):]), flush=True)
+            write_out()
 
     for mode, m in models.items():
         try:

@@ -194,6 +194,60 @@ TEST_F(ZImageLora, ImageWithAdapterIsTheImageOfThePatchedWeights) {
     EXPECT_EQ(generate(by_path), adapted);
 }
 
+// Fused mode computes with q|k|v, w1|w3 and the adaLN projections as single tensors whose row slices the weight
+// index holds: an adapter on any of them reaches the fused path (its image differs from the base image, and equals
+// the image of the weights patched by hand through the index), and the base image comes back after it.
+TEST_F(ZImageLora, AdaptersReachTheFusedPath) {
+    cn::Model& m = model("tiny_a");
+    m.set_mode(CN_MODE_FUSED);
+    struct Back {
+        cn::Model& m;
+        ~Back() { m.set_mode(CN_MODE_EAGER); }
+    } back{m};
+    const Written w =
+        write_adapter(dir.path, "fused", m, {"layers.0.attention.to_k", "layers.1.feed_forward.w3", "layers.1.adaLN_modulation.0"}, 3, 21);
+    const auto& c = cn::test::zimage_case("a_turbo_32x48");
+    cn::GenerateRequest req;
+    req.prompt = c["prompt"].get<std::string>();
+    req.width = c["width"];
+    req.height = c["height"];
+    req.steps = c["steps"];
+    req.guidance = c["guidance"].get<float>();
+    run.seed = c["seed"].get<uint64_t>();
+    auto generate = [&](const cn::GenerateRequest& r) {
+        std::vector<uint8_t> out(m.generate_bytes(r));
+        run.begin();
+        m.generate(r, run, out.data(), out.size());
+        return out;
+    };
+    const std::vector<uint8_t> base = generate(req);
+    cn::GenerateRequest with = req;
+    with.adapters.push_back({cn::Adapter::load(w.path, {}, m.adapter_host()->targets(), m.options().device, &m), 1.5f});
+    const std::vector<uint8_t> adapted = generate(with);
+    EXPECT_NE(adapted, base);
+    EXPECT_EQ(generate(req), base);
+    std::map<std::string, at::Tensor> saved;
+    for (const auto& [mod, f] : w.factors) {
+        at::Tensor wt = weight(m, mod);
+        saved[mod] = wt.clone();
+        at::Tensor fused = wt.to(at::kFloat, false, true);
+        fused.addmm_(f.second, f.first, 1.0, 1.5);
+        wt.copy_(fused);
+    }
+    const std::vector<uint8_t> by_hand = generate(req);
+    for (const auto& [mod, t] : saved) weight(m, mod).copy_(t);
+    EXPECT_EQ(adapted, by_hand);
+    // One module at a time: each one alone moves the fused image (none of the three is a stale copy).
+    for (const auto& [mod, f] : w.factors) {
+        at::Tensor wt = weight(m, mod);
+        const at::Tensor keep = wt.clone();
+        wt.add_(at::mm(f.second, f.first), 1.5);
+        EXPECT_NE(generate(req), base) << mod << " does not reach the fused path";
+        wt.copy_(keep);
+    }
+    EXPECT_EQ(generate(req), base);
+}
+
 // Two threads with different adapter sets at once: each image is the one its set gives alone.
 TEST_F(ZImageLora, ConcurrentRequestsWithDifferentSetsGetTheirOwnWeights) {
     cn::Model& m = model("tiny_a");
