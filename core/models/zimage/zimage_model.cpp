@@ -236,6 +236,9 @@ private:
             }
         }
         at::Tensor e = te_->encode(ids).to(options_.device);
+        // Complete before another call (on another stream) can find it.
+        const c10::Device dev = options_.device;
+        if (!dev.is_cpu()) c10::impl::VirtualGuardImpl(dev.type()).getStream(dev).synchronize();
         std::lock_guard<std::mutex> lock(prompt_mu_);
         prompts_.emplace_front(ids, e);
         if (prompts_.size() > kPromptCache) prompts_.pop_back();
