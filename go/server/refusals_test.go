@@ -111,7 +111,7 @@ func TestCrossSiteRequests(t *testing.T) {
 }
 
 // Every kind in one table: a Z-Image pipeline loads beside a fused Chronos-2 and the embedding model, each with
-// its own options (the image model eager, whatever the server's -mode; the embedding model f32 eager), is listed
+// its own options (the image model in the server's -mode, fused here; the embedding model f32 eager), is listed
 // with its capabilities, and is refused by the endpoints it cannot serve.
 func TestZImageBesideForecasterAndEmbedder(t *testing.T) {
 	img := testenv.ZImagePipeline(t, "../../tests/fixtures/zimage/tiny_a")
@@ -125,7 +125,7 @@ func TestZImageBesideForecasterAndEmbedder(t *testing.T) {
 	for _, want := range []string{
 		`"id":"default","object":"model"`, `"kind":"chronos2","capabilities":["forecast"],"device":"cpu","dtype":"f32","mode":"fused"`,
 		`"id":"embedding"`, `"kind":"embedding","capabilities":["embed"],"device":"cpu","dtype":"f32","mode":"eager"`,
-		`"id":"img"`, `"kind":"zimage","capabilities":["generate"],"device":"cpu","dtype":"f32","mode":"eager"`,
+		`"id":"img"`, `"kind":"zimage","capabilities":["generate"],"device":"cpu","dtype":"f32","mode":"fused"`,
 		`"image_size_multiple":16`,
 	} {
 		if !strings.Contains(b, want) {
@@ -147,7 +147,7 @@ func TestZImageBesideForecasterAndEmbedder(t *testing.T) {
 	}
 	var metrics strings.Builder
 	ts.metrics.write(&metrics)
-	if !strings.Contains(metrics.String(), `cutenative_model_info{model="img",kind="zimage",device="cpu",dtype="f32",mode="eager"} 1`) {
+	if !strings.Contains(metrics.String(), `cutenative_model_info{model="img",kind="zimage",device="cpu",dtype="f32",mode="fused"} 1`) {
 		t.Fatalf("metrics: %s", metrics.String())
 	}
 	// With no -default-model, the default forecaster is the first model by name that forecasts.

@@ -53,11 +53,11 @@ var kinds = map[string]kindSpec{
 	"kronos":    {caps: capForecast, forecaster: newKronos},
 	"toto":      {caps: capForecast, forecaster: newToto},
 	"embedding": {caps: capEmbed, mode: "eager"},
-	"zimage":    {caps: capGenerate, mode: "eager"}, // the library runs Z-Image eagerly only
+	"zimage":    {caps: capGenerate}, // every mode (fused: the DiT's fused kernels, within bf16 rounding of eager)
 }
 
 // ModelOptions are one model's open options; a field left "" takes the server's (Config.Open), and Mode the
-// kind's own where the kind has one (embedding and image models run eager).
+// kind's own where the kind has one (embedding models run eager).
 type ModelOptions struct {
 	Device string // cpu, cuda, cuda:N
 	DType  string // f32, bf16, f16
