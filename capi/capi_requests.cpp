@@ -355,6 +355,17 @@ cn_status cn_generate_request_set_cfg(cn_generate_request* req, double truncatio
     });
 }
 
+cn_status cn_generate_request_set_count(cn_generate_request* req, int32_t count, cn_error* err) {
+    return guarded(err, [&] {
+        require(req, "req");
+        if (count < 1 || count > CN_GENERATE_MAX_COUNT) {
+            cn::fail(Status::kInvalidArgument,
+                     "count: must be in [1, " + std::to_string(CN_GENERATE_MAX_COUNT) + "], got " + std::to_string(count));
+        }
+        req->r.count = count;
+    });
+}
+
 cn_status cn_generate_request_set_lora(cn_generate_request* req, const char* lora_path, float scale, cn_error* err) {
     return guarded(err, [&] {
         require(req, "req");

@@ -41,10 +41,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---- #defines ------------------------------------------------------------------------------------------
 
 CN_ABI_VERSION_MAJOR = 0
-CN_ABI_VERSION_MINOR = 6
+CN_ABI_VERSION_MINOR = 7
 CN_CPU_BATCH_INVARIANT = 1
 CN_CPU_THREAD_INVARIANT = 2
 CN_FORECAST_MAX_VALUES = 268435456
+CN_GENERATE_MAX_COUNT = 16
 CN_GENERATE_MAX_PROMPT_BYTES = 65536
 CN_OFFLOAD_TEXT_ENCODER = 1
 
@@ -230,6 +231,7 @@ PROTOTYPES = {
     "cn_generate_request_set_size": (_st, [_h, ctypes.c_int32, ctypes.c_int32, _h]),
     "cn_generate_request_set_steps": (_st, [_h, ctypes.c_int32, ctypes.c_float, _h]),
     "cn_generate_request_set_cfg": (_st, [_h, ctypes.c_double, ctypes.c_double, _h]),
+    "cn_generate_request_set_count": (_st, [_h, ctypes.c_int32, _h]),
     "cn_generate_request_set_lora": (_st, [_h, _cs, ctypes.c_float, _h]),
     # LoRA adapters
     "cn_adapter_params_init": (None, [ctypes.POINTER(AdapterParams)]),

@@ -83,7 +83,7 @@ extern "C" {
 /* ===================================================================================================== */
 
 #define CN_ABI_VERSION_MAJOR 0
-#define CN_ABI_VERSION_MINOR 6
+#define CN_ABI_VERSION_MINOR 7
 
 /* The ABI version of the loaded library. Either pointer may be NULL. Thread-safe; cannot fail. */
 CN_API void cn_abi_version(uint32_t* major, uint32_t* minor);
@@ -534,6 +534,14 @@ CN_API cn_status cn_generate_request_set_steps(cn_generate_request* req, int32_t
  * is 1); `normalization` > 0 rescales the guided prediction so its L2 norm is at most normalization times the
  * positive prediction's (0, the default: off). Both finite; normalization >= 0. Since ABI 0.3. */
 CN_API cn_status cn_generate_request_set_cfg(cn_generate_request* req, double truncation, double normalization, cn_error* err);
+/* Most images one call makes. */
+#define CN_GENERATE_MAX_COUNT 16
+/* Images per call, in [1, CN_GENERATE_MAX_COUNT] (default 1): image i's initial noise is drawn from the run
+ * options' seed + i (mod 2^64) exactly as a one-image call with that seed draws it; the images go through the
+ * model as one batch (with guidance: the positive and negative passes of every image in one); `out` receives them
+ * one after another and cn_generate_get_size counts them all. Each image equals its one-image call's up to the
+ * batched kernels' rounding. Since ABI 0.7. */
+CN_API cn_status cn_generate_request_set_count(cn_generate_request* req, int32_t count, cn_error* err);
 /* Applies the LoRA adapter in the .safetensors file `lora_path` (the caller trusts the path) at `scale`, read and
  * validated against the model at each cn_generate; NULL removes it. Loading the adapter once (cn_adapter_load) and
  * adding the handle (cn_generate_request_add_adapter) skips the reading; both may be used on one request (this one

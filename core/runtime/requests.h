@@ -122,6 +122,7 @@ struct GenerateRequest {
     float guidance = -1.0f;  // negative: the model's default; 0: no CFG; > 0: pos + g (pos - neg)
     double cfg_truncation = 1.0;
     double cfg_normalization = 0.0;
+    int32_t count = 1;                 // images per call (CN_GENERATE_MAX_COUNT at most): image i from seed + i
     std::vector<AdapterUse> adapters;  // fused in this order (adapters.h)
     std::string lora_path;             // cn_generate_request_set_lora: one more adapter, read at generation
     float lora_scale = 1.0f;

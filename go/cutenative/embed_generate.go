@@ -68,6 +68,9 @@ const MaxPromptBytes = C.CN_GENERATE_MAX_PROMPT_BYTES
 // DefaultImageSize is the width and height of a request that leaves them 0.
 const DefaultImageSize = 1024
 
+// MaxImagesPerCall is the most images one GenerateImages call makes (CN_GENERATE_MAX_COUNT).
+const MaxImagesPerCall = C.CN_GENERATE_MAX_COUNT
+
 // GenerateRequest describes one image (diffusion models: Z-Image Turbo, diffusers' ZImagePipeline). The zero
 // value of every field but Prompt asks for the model's defaults (Info.DefaultSteps, Info.DefaultGuidance).
 type GenerateRequest struct {
@@ -96,6 +99,10 @@ type GenerateRequest struct {
 	// model: all 64 bits, Philox, as diffusers given a CUDA generator). The same request and seed on the same
 	// device give the same bytes.
 	Seed uint64
+	// Count is how many images one call makes (GenerateImages), in [1, MaxImagesPerCall]; 0: one. Image i's
+	// initial noise is drawn from Seed + i exactly as a one-image call with that seed draws it, and the images go
+	// through the model as one batch: each equals its one-image call's up to the batched kernels' rounding.
+	Count int
 	// Adapters are LoRA adapters loaded for this model (Model.LoadAdapter), fused at their scales in this order
 	// (the library restores the weights bit for bit for the next request that names another set).
 	Adapters []AdapterUse
@@ -199,7 +206,10 @@ func buildGenerateRequest(req *GenerateRequest) (r *C.cn_generate_request, width
 		return nil, 0, 0, invalidGenerate(fmt.Sprintf("steps: must be in [1, 1000] (0: the model's default), got %d", req.Steps))
 	case req.Guidance != nil && *req.Guidance < 0:
 		return nil, 0, 0, invalidGenerate(fmt.Sprintf("guidance: must be >= 0 (nil: the model's default), got %g", *req.Guidance))
+	case req.Count < 0 || req.Count > MaxImagesPerCall:
+		return nil, 0, 0, invalidGenerate(fmt.Sprintf("count: must be in [1, %d] (0: one), got %d", MaxImagesPerCall, req.Count))
 	}
+	count := max(req.Count, 1)
 	prompt, err := cPrompt("prompt", req.Prompt)
 	if err != nil {
 		return nil, 0, 0, err
@@ -236,6 +246,7 @@ func buildGenerateRequest(req *GenerateRequest) (r *C.cn_generate_request, width
 		func(e *C.cn_error) C.cn_status {
 			return C.cn_generate_request_set_cfg(r, C.double(truncation), C.double(req.CFGNormalization), e)
 		},
+		func(e *C.cn_error) C.cn_status { return C.cn_generate_request_set_count(r, C.int32_t(count), e) },
 	}
 	for i, u := range req.Adapters {
 		if u.Adapter == nil {
@@ -292,8 +303,22 @@ func (m *Model) CheckGenerate(req *GenerateRequest) (int, error) {
 	return int(n), err
 }
 
-// GenerateWithOptions is Generate with per-call options (progress reports); opts may be nil.
+// GenerateWithOptions is Generate with per-call options (progress reports); opts may be nil. req.Count must be 0
+// or 1 (GenerateImages makes several).
 func (m *Model) GenerateWithOptions(ctx context.Context, req *GenerateRequest, opts *GenerateOptions) (*Image, error) {
+	if req != nil && req.Count > 1 {
+		return nil, invalidGenerate(fmt.Sprintf("count: %d images need GenerateImages", req.Count))
+	}
+	imgs, err := m.GenerateImages(ctx, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	return imgs[0], nil
+}
+
+// GenerateImages makes req.Count images (one when 0) in one library call, as one batch; opts may be nil. Every
+// image carries the call's timings.
+func (m *Model) GenerateImages(ctx context.Context, req *GenerateRequest, opts *GenerateOptions) ([]*Image, error) {
 	if req == nil {
 		return nil, invalidGenerate("request is nil")
 	}
@@ -312,14 +337,16 @@ func (m *Model) GenerateWithOptions(ctx context.Context, req *GenerateRequest, o
 		return nil, err
 	}
 	defer C.cn_generate_request_free(r)
-	var img *Image
+	count := max(req.Count, 1)
+	var imgs []*Image
 	err = m.with(func(p *C.cn_model) error {
 		var n C.size_t
 		if err := call("Generate", func(e *C.cn_error) C.cn_status { return C.cn_generate_get_size(p, r, &n, e) }); err != nil {
 			return err
 		}
-		if uint64(n) != uint64(w)*uint64(h)*3 {
-			return &Error{Op: "Generate", Status: StatusInternal, Message: fmt.Sprintf("image of %d bytes for %dx%d RGB8", uint64(n), w, h)}
+		if uint64(n) != uint64(w)*uint64(h)*3*uint64(count) {
+			return &Error{Op: "Generate", Status: StatusInternal,
+				Message: fmt.Sprintf("%d bytes for %d images of %dx%d RGB8", uint64(n), count, w, h)}
 		}
 		pix := make([]byte, int(n))
 		var timings Timings
@@ -333,11 +360,14 @@ func (m *Model) GenerateWithOptions(ctx context.Context, req *GenerateRequest, o
 		}); err != nil {
 			return err
 		}
-		img = &Image{Width: w, Height: h, Pix: pix, Timings: timings}
+		one := w * h * 3
+		for i := range count {
+			imgs = append(imgs, &Image{Width: w, Height: h, Pix: pix[i*one : (i+1)*one : (i+1)*one], Timings: timings})
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return img, nil
+	return imgs, nil
 }

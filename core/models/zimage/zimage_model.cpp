@@ -11,6 +11,7 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Generator.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/round.h>
@@ -84,7 +85,7 @@ public:
 
     size_t generate_bytes(const GenerateRequest& req) const override {
         check(req);
-        return static_cast<size_t>(req.width) * static_cast<size_t>(req.height) * 3;
+        return static_cast<size_t>(req.width) * static_cast<size_t>(req.height) * 3 * static_cast<size_t>(req.count);
     }
 
     void generate(const GenerateRequest& req, RunContext& run, uint8_t* out, size_t out_bytes) override {
@@ -149,15 +150,20 @@ public:
             if (cfg) trace->neg_embeds = caps[1].to(at::kCPU, at::kFloat);
         }
         end_phase(run, RunContext::kText);
-        // Initial noise: fp32 randn from the model device's generator, seeded as torch.Generator.manual_seed.
+        // Initial noise: fp32 randn from the model device's generator, seeded as torch.Generator.manual_seed; image i
+        // of the call from seed + i, as a one-image call with that seed.
         const int64_t s = cfg_.vae.scale_factor();
         const int64_t h = 2 * (req.height / (s * 2)), w = 2 * (req.width / (s * 2));
-        at::Generator gen = at::globalContext().defaultGenerator(dev).clone();
-        {
-            std::lock_guard<std::mutex> lock(gen.mutex());
-            gen.set_current_seed(run.seed);
+        std::vector<at::Tensor> noise;
+        for (int32_t i = 0; i < req.count; ++i) {
+            at::Generator gen = at::globalContext().defaultGenerator(dev).clone();
+            {
+                std::lock_guard<std::mutex> lock(gen.mutex());
+                gen.set_current_seed(run.seed + static_cast<uint64_t>(i));
+            }
+            noise.push_back(at::randn({1, cfg_.dit.in_channels, h, w}, gen, at::TensorOptions().dtype(at::kFloat).device(dev)));
         }
-        at::Tensor latents = at::randn({1, cfg_.dit.in_channels, h, w}, gen, at::TensorOptions().dtype(at::kFloat).device(dev));
+        at::Tensor latents = noise.size() == 1 ? noise[0] : at::cat(noise, 0);
 
         // Graph replays share static buffers: a call in a graph-replaying mode holds their lock throughout.
         std::optional<GraphPool::Lock> graph_lock;
@@ -180,7 +186,8 @@ public:
         img = at::clamp(img * 0.5 + 0.5, 0, 1);
         // numpy: (x * 255).round() in fp32 (half to even), then uint8: elementwise and exact on any device, so done
         // where the image is; only the bytes travel to the host.
-        const at::Tensor rgb = at::round(img.permute({0, 2, 3, 1}).to(at::kFloat) * 255).to(at::kByte).contiguous().to(at::kCPU);
+        const at::Tensor rgb =
+            at::round(img.permute({0, 2, 3, 1}).to(at::kFloat) * 255).to(at::kByte).contiguous().to(at::kCPU);  // [n, H, W, 3]
         std::memcpy(out, rgb.const_data_ptr<uint8_t>(), bytes);
         run.mark(RunContext::kDecode);
     }
@@ -215,6 +222,9 @@ private:
             fail(Status::kInvalidArgument, "steps: must be in [1, 1000] or CN_GENERATE_DEFAULT_STEPS");
         }
         if (!std::isfinite(req.guidance)) fail(Status::kInvalidArgument, "guidance: must be finite");
+        if (req.count < 1 || req.count > CN_GENERATE_MAX_COUNT) {
+            fail(Status::kInvalidArgument, "count: must be in [1, " + std::to_string(CN_GENERATE_MAX_COUNT) + "]");
+        }
         for (size_t i = 0; i < req.adapters.size(); ++i) {
             if (!req.adapters[i].adapter || req.adapters[i].adapter->owner() != this) {
                 fail(Status::kInvalidArgument,

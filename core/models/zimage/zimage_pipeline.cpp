@@ -3,6 +3,7 @@
 #include <optional>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/stack.h>
 
 #include "core/models/zimage/zimage_dit.h"
 #include "core/models/zimage/zimage_graphs.h"
@@ -19,10 +20,18 @@ struct Batch {
     DitGeometry geometry;
 };
 
-Batch make_batch(const DitRunner& r, const std::vector<at::Tensor>& caps, int64_t h, int64_t w) {
+// Items: each caption of `caps` `copies` times, in order. Each caption is refined once (the context refiner treats
+// the items of a batch independently) and its result repeated.
+Batch make_batch(const DitRunner& r, const std::vector<at::Tensor>& caps, int64_t copies, int64_t h, int64_t w) {
     Batch b;
     b.captions = r.dit.embed_captions(caps, r.fused);
-    b.geometry = r.dit.geometry(static_cast<int64_t>(caps.size()), h, w, b.captions.lens);
+    if (copies > 1) {
+        b.captions.feats = b.captions.feats.repeat_interleave(copies, 0);
+        std::vector<int64_t> lens;
+        for (int64_t len : b.captions.lens) lens.insert(lens.end(), static_cast<size_t>(copies), len);
+        b.captions.lens = lens;
+    }
+    b.geometry = r.dit.geometry(static_cast<int64_t>(b.captions.lens.size()), h, w, b.captions.lens);
     return b;
 }
 
@@ -36,11 +45,11 @@ at::Tensor forward(const DitRunner& r, const at::Tensor& x, const at::Tensor& t,
 at::Tensor denoise(const DitRunner& r, const SchedulerConfig& sched_cfg, const DenoiseParams& p, at::Tensor latents,
                    const std::vector<at::Tensor>& caps, c10::ScalarType dtype, RunContext& run, ZImageTrace* trace) {
     const bool cfg = p.guidance > 0.0f;
-    const int64_t h = latents.size(2), w = latents.size(3);
+    const int64_t n = latents.size(0), h = latents.size(2), w = latents.size(3);
     const c10::Device dev = latents.device();
     // With CFG, the batch is [positive, negative] (the pipeline's order); a step that cfg_truncation leaves
     // unguided runs the positive caption alone (a batch of one, as the pipeline does), made when first needed.
-    const Batch full = make_batch(r, caps, h, w);
+    const Batch full = make_batch(r, caps, n, h, w);
     std::optional<Batch> pos_only;
 
     const Schedule sched = make_schedule(sched_cfg, p.steps);
@@ -58,12 +67,17 @@ at::Tensor denoise(const DitRunner& r, const SchedulerConfig& sched_cfg, const D
         const at::Tensor x = latents.to(dtype);
         at::Tensor noise_pred;
         if (guided) {
-            const at::Tensor out = forward(r, x.repeat({2, 1, 1, 1}), t_model.slice(0, i, i + 1).repeat({2}), full);
+            const at::Tensor out = forward(r, x.repeat({2, 1, 1, 1}), t_model.slice(0, i, i + 1).repeat({2 * n}), full);
             if (trace && i == 0) trace->dit_out = out.to(at::kCPU, at::kFloat);
-            noise_pred = cfg_combine(out[0].to(at::kFloat), out[1].to(at::kFloat), p.guidance, p.cfg_normalization).unsqueeze(0);
+            // Per image, as the pipeline combines them (its normalisation's norms are each image's).
+            std::vector<at::Tensor> preds;
+            for (int64_t j = 0; j < n; ++j) {
+                preds.push_back(cfg_combine(out[j].to(at::kFloat), out[n + j].to(at::kFloat), p.guidance, p.cfg_normalization));
+            }
+            noise_pred = at::stack(preds, 0);
         } else {
-            if (cfg && !pos_only) pos_only = make_batch(r, {caps[0]}, h, w);
-            noise_pred = forward(r, x, t_model.slice(0, i, i + 1), cfg ? *pos_only : full).to(at::kFloat);
+            if (cfg && !pos_only) pos_only = make_batch(r, {caps[0]}, n, h, w);
+            noise_pred = forward(r, x, t_model.slice(0, i, i + 1).repeat({n}), cfg ? *pos_only : full).to(at::kFloat);
             if (trace && i == 0) trace->dit_out = noise_pred.to(at::kCPU);
         }
         latents = euler_step(latents, sigmas, i, noise_pred, /*negate=*/true);

@@ -35,9 +35,11 @@ struct DitRunner {
     const GraphPool::Lock* lock = nullptr;
 };
 
-// latents: the initial noise [1, C, h, w] fp32 on the device; caps: the positive caption's embeddings, then the
-// negative's when guidance > 0 ([L, cap_dim] each, the weights' dtype, on the device). Returns the final latents
-// [1, C, h, w] fp32. Checks `run` before every step and advances it after each; fills `trace` when given.
+// latents: the initial noise [n, C, h, w] fp32 on the device (n images); caps: the positive caption's embeddings,
+// then the negative's when guidance > 0 ([L, cap_dim] each, the weights' dtype, on the device), shared by the n
+// images. The DiT batch is diffusers' (num_images_per_prompt): n positive items, then n negative ones; each
+// caption is refined once and its result repeated. Returns the final latents [n, C, h, w] fp32. Checks `run`
+// before every step and advances it after each; fills `trace` (image 0) when given.
 at::Tensor denoise(const DitRunner& r, const SchedulerConfig& sched, const DenoiseParams& p, at::Tensor latents,
                    const std::vector<at::Tensor>& caps, c10::ScalarType dtype, RunContext& run, ZImageTrace* trace);
 
