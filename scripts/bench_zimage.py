@@ -26,7 +26,10 @@ compilation, graph capture). warm ms: median wall time of --runs further calls (
 torch.cuda.synchronize). text / DiT per step / VAE ms: medians of the phases; diffusers: device-synchronised marks
 around encode_prompt, from its end to the start of vae.decode (the denoising loop, initial noise included; divided
 by the steps) and from vae.decode to the returned PIL image; cutenative: cn_call_timings (prepare + text, denoise /
-steps, decode; the decode includes the copy of the pixels to the host). images/s: 1000 / warm ms (batch 1).
+steps, decode; the decode includes the copy of the pixels to the host; cutenative keeps the 8 most recent
+prompts' text-encoder outputs, so its timed calls, which repeat the row's prompt, find theirs there and its first
+call does not). images/s: images per call x 1000 / warm ms. --batch-rows (default 512x4): N images per call,
+image i seeded seed + i on both sides (diffusers: num_images_per_prompt with one generator per image).
 After each row a cutenative model's mode is set again, which drops its captured graphs (their pools stay one
 row's). resident GB: the system's device memory that stays allocated (its weights: torch.cuda.memory_allocated around the
 pipeline's build / cn_model_create, which runs on this process's caching allocator since libcutenative links the
@@ -179,8 +182,8 @@ class CnModel:
         self.check(self.lib.cn_model_get_info(self.m, ctypes.byref(i), self.err))
         return i
 
-    def generate(self, prompt, size, steps, guidance, seed):
-        """-> (uint8 [size, size, 3], phases in ms)."""
+    def generate(self, prompt, size, steps, guidance, seed, batch=1):
+        """-> (uint8 [size, size, 3]: image 0 of the call, phases in ms); `batch` images per call (seeds seed + i)."""
         lib = self.lib
         req = ctypes.c_void_p()
         self.check(lib.cn_generate_request_create(ctypes.byref(req), self.err))
@@ -189,6 +192,8 @@ class CnModel:
             self.check(lib.cn_generate_request_set_size(req, size, size, self.err))
             self.check(lib.cn_generate_request_set_steps(req, steps, guidance, self.err))
             self.check(lib.cn_generate_request_set_cfg(req, 1.0, 0.0, self.err))  # ZImagePipeline's defaults
+            if batch > 1:
+                self.check(lib.cn_generate_request_set_count(req, batch, self.err))
             nbytes = ctypes.c_size_t(0)
             self.check(lib.cn_generate_get_size(self.m, req, ctypes.byref(nbytes), self.err))
             out = np.empty(nbytes.value, np.uint8)
@@ -203,7 +208,7 @@ class CnModel:
             lib.cn_generate_request_free(req)
         phases = {"text": t.prepare_ms + t.adapters_ms + t.text_ms, "denoise": t.denoise_ms,
                   "vae": t.decode_ms, "lib_total": t.total_ms}
-        return out.reshape(size, size, 3), phases
+        return out.reshape(batch, size, size, 3)[0], phases
 
     def close(self):
         if self.opts:
@@ -220,8 +225,10 @@ class CnModel:
 # ---- diffusers ------------------------------------------------------------------------------------------------
 
 
-def diffusers_call(pipe, prompt, size, steps, guidance, seed, device):
-    """One pipeline call with device-synchronised phase marks -> (uint8 [size, size, 3], phases in ms)."""
+def diffusers_call(pipe, prompt, size, steps, guidance, seed, device, batch=1):
+    """One pipeline call with device-synchronised phase marks -> (uint8 [size, size, 3]: image 0, phases in ms).
+    `batch` > 1: num_images_per_prompt with one generator per image seeded seed + i (diffusers draws image i's noise
+    from its own generator then, as cutenative does)."""
     marks = {}
 
     def mark(name):
@@ -242,10 +249,11 @@ def diffusers_call(pipe, prompt, size, steps, guidance, seed, device):
 
     pipe.encode_prompt, pipe.vae.decode = encode_prompt, decode
     try:
-        gen = torch.Generator(device.type).manual_seed(seed)
+        gen = torch.Generator(device.type).manual_seed(seed) if batch == 1 else [
+            torch.Generator(device.type).manual_seed(seed + i) for i in range(batch)]
         with torch.inference_mode():
             out = pipe(prompt=prompt, height=size, width=size, num_inference_steps=steps, guidance_scale=guidance,
-                       generator=gen, output_type="pil", max_sequence_length=512)
+                       generator=gen, output_type="pil", max_sequence_length=512, num_images_per_prompt=batch)
         mark("end")
     finally:
         del pipe.__dict__["encode_prompt"]
@@ -341,12 +349,12 @@ def fmt(v, spec):
     return spec % v
 
 
-def table_row(size, guidance, system, r, steps, vs_ref, vs_eager):
+def table_row(size, guidance, system, r, steps, vs_ref, vs_eager, batch=1):
     r = r or {}
     warm = r.get("warm_ms")
-    cells = [str(size), "%g" % guidance, system, fmt(r.get("first_ms"), "%.1f"), fmt(warm, "%.1f"),
-             fmt(r.get("text"), "%.1f"), fmt(r["denoise"] / steps if "denoise" in r else None, "%.1f"),
-             fmt(r.get("vae"), "%.1f"), fmt(1000.0 / warm if warm else None, "%.3f"),
+    cells = [str(size) if batch == 1 else "%d x%d" % (size, batch), "%g" % guidance, system, fmt(r.get("first_ms"), "%.1f"),
+             fmt(warm, "%.1f"), fmt(r.get("text"), "%.1f"), fmt(r["denoise"] / steps if "denoise" in r else None, "%.1f"),
+             fmt(r.get("vae"), "%.1f"), fmt(batch * 1000.0 / warm if warm else None, "%.3f"),
              fmt(r["resident"] / 1e9 if "resident" in r else None, "%.2f"),
              fmt(r["peak"] / 1e9 if "peak" in r else None, "%.2f"),
              fmt(vs_ref[0], "%.2f"), fmt(vs_ref[1], "%d"), fmt(vs_eager[0], "%.2f")]
@@ -377,6 +385,9 @@ def main():
                     help="square sizes of the rows with guidance (empty: none; default 1024, with --tiny the first "
                     "of --sizes)")
     ap.add_argument("--cfg-guidance", type=float, default=4.0)
+    ap.add_argument("--batch-rows", default="512x4",
+                    help="SIZExN rows at guidance 0 with N images per call (diffusers num_images_per_prompt, "
+                         "cutenative cn_generate_request_set_count; images/s counts all N; PSNR: image 0); empty: none")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3, help="timed calls after the first (median)")
     ap.add_argument("--modes", default="eager,graph,fused",
@@ -511,9 +522,10 @@ def main():
         print(line, flush=True)
         write_out()
 
-    rows = [(s, 0.0) for s in sizes] + [(s, args.cfg_guidance) for s in cfg_sizes]
+    batch_rows = [tuple(int(v) for v in b.split("x")) for b in parse_list(args.batch_rows, str)]
+    rows = [(s, 0.0, 1) for s in sizes] + [(s, args.cfg_guidance, 1) for s in cfg_sizes] + [(s, 0.0, n) for s, n in batch_rows]
     dyn = {"auto": None, "false": False, "true": True}[args.compile_dynamic]
-    for size, guidance in rows:
+    for size, guidance, batch in rows:
         ref_img = eager_img = None
         systems = [("diffusers eager", "diffusers", None)]
         if not args.skip_compiled:
@@ -532,7 +544,7 @@ def main():
                         compiled.enable(what == "compiled")
                     try:
                         r = meter.measure(key, lambda: diffusers_call(pipe, args.prompt, size, args.steps, guidance,
-                                                                      args.seed, device), args.runs)
+                                                                      args.seed, device, batch), args.runs)
                     finally:
                         if compiled is not None:
                             compiled.enable(False)
@@ -540,7 +552,7 @@ def main():
                     label += " (%s)" % failed[what].status_name
                 else:
                     m = models[what]
-                    r = meter.measure(key, lambda: m.generate(args.prompt, size, args.steps, guidance, args.seed),
+                    r = meter.measure(key, lambda: m.generate(args.prompt, size, args.steps, guidance, args.seed, batch),
                                       args.runs)
                     # Setting the mode again drops the model's captured graphs: pools stay one row's (the rows'
                     # resident column shows them), and every model fits beside the others at 1536^2.
@@ -570,9 +582,9 @@ def main():
                     vs_eager = psnr(img, eager_img)
                 same = r["first_vs_last"]
                 if same[1]:
-                    notes.append(f"{size} g{guidance:g} {label}: the first call's image differs from the last "
+                    notes.append(f"{size} x{batch} g{guidance:g} {label}: the first call's image differs from the last "
                                  f"timed call's (PSNR {fmt(same[0], '%.2f')} dB, max abs diff {same[1]})")
-            emit(table_row(size, guidance, label, r, args.steps, vs_ref, vs_eager))
+            emit(table_row(size, guidance, label, r, args.steps, vs_ref, vs_eager, batch))
             sync(device)
 
     if args.profile and device.type == "cuda":
