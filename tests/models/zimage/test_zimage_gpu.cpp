@@ -4,7 +4,8 @@
 //    reference's noise through the components instead), and bf16 runs end to end without error.
 //  - Modes on the tiny fixtures (bf16 and fp32, every case, CFG ones included): graph mode's latents and image equal
 //    eager's bit for bit (a capture, then a replay of the same shape), fused mode's latents within 2 % relative MAE
-//    of eager's in bf16 (1e-4 in fp32), and each fused kernel's CUDA path within rounding of its CPU path.
+//    of eager's in bf16 (1e-4 in fp32), and each fused kernel's CUDA path within rounding of its CPU path; adapters
+//    in every mode (graph = eager bit for bit with them too); out of device memory an error, the model usable.
 //  - Full size (CN_ZIMAGE_GPU_DIR: a random-weight Z-Image Turbo pipeline written by scripts/zimage_gpu_reference.py,
 //    CN_ZIMAGE_GPU_REF: its results .safetensors, CN_ZIMAGE_GPU_JSON: its results JSON): bf16, 1024x1024 through
 //    the model's generate, the latents after step 1 within 1 % relative MAE of diffusers bf16 with the same seed
@@ -20,6 +21,10 @@
 #include <vector>
 
 #include <ATen/Context.h>
+#ifdef CN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/from_blob.h>
@@ -33,6 +38,7 @@
 #include "core/models/zimage/zimage_config.h"
 #include "core/models/zimage/zimage_model.h"
 #include "core/models/zimage/zimage_vae.h"
+#include "core/runtime/adapters.h"
 #include "core/runtime/model.h"
 #include "core/runtime/weights.h"
 #include "kernels/modulated_norm.h"
@@ -159,6 +165,75 @@ TEST(ZImageGpu, GraphModeIsEagerBitForBitAndFusedIsClose) {
         }
     }
 }
+
+// Adapters in every mode (bf16, CUDA): the reference-made fused-qkv and refiner/embedder adapters patch the weights
+// the graphs and the fused path read in place; graph mode's adapted image is eager's adapted image bit for bit, fused
+// mode's close to it, and after the adapter every mode gives its base image again (no graph re-capture needed).
+TEST(ZImageGpu, AdaptersInEveryMode) {
+    if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
+    CN_REQUIRE_ZIMAGE_TOKENIZER();
+    cn::ModelOptions o;
+    o.device = c10::Device(c10::kCUDA, 0);
+    o.dtype = c10::kBFloat16;
+    auto m = cn::load_model(cn::test::zimage_pipeline_dir("tiny_a"), o);
+    const cn::GenerateRequest base_req = request_of(cn::test::zimage_case("a_turbo_32x48"));
+    const uint64_t seed = cn::test::zimage_case("a_turbo_32x48")["seed"].get<uint64_t>();
+    cn::GenerateRequest with = base_req;
+    for (const char* file : {"comfy_qkv_bf16.safetensors", "kohya_refiners_embedders_f16.safetensors"}) {
+        with.adapters.push_back({cn::Adapter::load(cn::test::zimage_fixtures() + "/lora/" + file, {}, m->adapter_host()->targets(),
+                                                   m->options().device, m.get()),
+                                 1.0f});
+    }
+    const Generated eager_base = generate(*m, base_req, seed), eager_with = generate(*m, with, seed);
+    ASSERT_NE(eager_with.image, eager_base.image);
+    m->set_mode(CN_MODE_GRAPH);
+    for (int call = 0; call < 2; ++call) {
+        EXPECT_EQ(generate(*m, base_req, seed).image, eager_base.image) << "graph, no adapter, call " << call;
+        EXPECT_EQ(generate(*m, with, seed).image, eager_with.image) << "graph, adapters, call " << call;
+    }
+    m->set_mode(CN_MODE_FUSED);
+    const Generated fused_base = generate(*m, base_req, seed), fused_with = generate(*m, with, seed);
+    EXPECT_LT(rel_mae(fused_with.trace.latents.back(), eager_with.trace.latents.back()), 2e-2);
+    EXPECT_NE(fused_with.image, fused_base.image);
+    EXPECT_EQ(generate(*m, base_req, seed).image, fused_base.image) << "fused: the base image after the adapters";
+}
+
+#ifdef CN_WITH_CUDA
+// CUDA out of memory during a generation is an error of its own (the C ABI's OUT_OF_DEVICE_MEMORY) in every mode,
+// and the model stays usable: with the caching allocator capped 16 MB above what it holds, the largest image the
+// tiny pipeline allows (1024^2: its decoder's activations are hundreds of MB) fails, then (cap lifted) a small one
+// gives the same bytes as before.
+TEST(ZImageGpu, OutOfMemoryIsAnErrorAndTheModelStaysUsable) {
+    if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
+    CN_REQUIRE_ZIMAGE_TOKENIZER();
+    cn::ModelOptions o;
+    o.device = c10::Device(c10::kCUDA, 0);
+    o.dtype = c10::kBFloat16;
+    auto m = cn::load_model(cn::test::zimage_pipeline_dir("tiny_a"), o);
+    const cn::GenerateRequest small = request_of(cn::test::zimage_case("a_turbo_32x48"));
+    cn::GenerateRequest big = small;
+    big.width = big.height = 1024;  // tiny_a's position range: 64 patches of 16 px
+    big.steps = 1;
+    for (cn_mode mode : {CN_MODE_EAGER, CN_MODE_GRAPH, CN_MODE_FUSED}) {
+        SCOPED_TRACE(static_cast<int>(mode));
+        m->set_mode(mode);
+        const Generated before = generate(*m, small, 3);
+        c10::cuda::CUDACachingAllocator::emptyCache();
+        const double total = static_cast<double>(at::cuda::getDeviceProperties(0)->totalGlobalMem);
+        const double held = static_cast<double>(c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].current);
+        c10::cuda::CUDACachingAllocator::setMemoryFraction(std::min(1.0, (held + 16.0 * (1 << 20)) / total), 0);
+        bool oom = false;
+        try {
+            (void)generate(*m, big, 3);
+        } catch (const c10::OutOfMemoryError&) {
+            oom = true;
+        }
+        c10::cuda::CUDACachingAllocator::setMemoryFraction(1.0, 0);
+        EXPECT_TRUE(oom) << "a 1024^2 image with 16 MB to spare did not run out of memory";
+        EXPECT_EQ(generate(*m, small, 3).image, before.image) << "the model after the failure";
+    }
+}
+#endif  // CN_WITH_CUDA
 
 TEST(ZImageGpu, FusedKernelsMatchTheirCpuPaths) {
     if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
