@@ -481,12 +481,12 @@ func (s *Server) resolveLoRA(rq *requestScope, m *servedModel, req *imageRequest
 	if err := lora.CheckPrompt(req.Prompt); err != nil {
 		return nil, queryError(err)
 	}
-	vecs, e := s.embedCall(rq, emb, []string{req.Prompt})
+	vec, e := s.promptVector(rq, emb, req.Prompt)
 	if e != nil {
 		return nil, e
 	}
 	// The best candidates: enough for lora_max, and at most 10 listed in the answer.
-	res, err := router.SearchEmbedding(vecs[0], min(len(router.Catalog().Entries), max(10, s.cfg.MaxLoRAs)))
+	res, err := router.SearchEmbedding(vec, min(len(router.Catalog().Entries), max(10, s.cfg.MaxLoRAs)))
 	if err != nil {
 		return nil, fromError(err)
 	}

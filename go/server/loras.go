@@ -18,6 +18,25 @@ func (f embedFunc) Embed(ctx context.Context, texts []string) ([][]float32, erro
 	return f(ctx, texts)
 }
 
+// promptCacheEntries is how many routed prompts' vectors the server keeps (each at most lora.MaxPromptBytes of text
+// and one vector: under 20 MB in all with MiniLM).
+const promptCacheEntries = 1024
+
+// promptVector is the embedding model m's vector of a prompt to route: from the cache of recent prompts, else
+// embedded through m's lanes like every model call (and kept).
+func (s *Server) promptVector(rq *requestScope, m *servedModel, prompt string) ([]float32, *apiError) {
+	key := m.name + "\x00" + prompt
+	if v, ok := s.promptVecs.Get(key); ok {
+		return v, nil
+	}
+	vecs, e := s.embedCall(rq, m, []string{prompt})
+	if e != nil {
+		return nil, e
+	}
+	s.promptVecs.Put(key, vecs[0])
+	return vecs[0], nil
+}
+
 // loadLoRAs loads the catalog, embedded with the server's embedding model (Config.EmbedModel or Embedder).
 func (s *Server) loadLoRAs(ctx context.Context) error {
 	m, e := s.find("", capEmbed)
@@ -111,13 +130,13 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 	}
 	router := reg.Router() // the catalog this request is answered from, whatever reloads do meanwhile
 	start := time.Now()
-	vecs, e := s.embedCall(rq, m, []string{req.Prompt})
+	vec, e := s.promptVector(rq, m, req.Prompt)
 	embedded := time.Now()
 	s.metrics.loraEmbedSeconds.observe(embedded.Sub(start).Seconds())
 	if e != nil {
 		return e
 	}
-	res, err := router.SearchEmbedding(vecs[0], topK)
+	res, err := router.SearchEmbedding(vec, topK)
 	s.metrics.loraRouteSeconds.observe(time.Since(embedded).Seconds())
 	if err != nil {
 		return fromError(err) // a vector the catalog cannot take: the server's fault (500)

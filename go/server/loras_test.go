@@ -122,7 +122,22 @@ func TestLoRASearch(t *testing.T) {
 	for _, want := range []string{`cutenative_requests_total{endpoint="lora_search",outcome="ok"} 2`,
 		`cutenative_lora_searches_total{selected="true"} 1`, `cutenative_lora_searches_total{selected="false"} 1`,
 		"cutenative_lora_embed_seconds_count 2", "cutenative_lora_route_seconds_count 2",
-		"cutenative_lora_catalog_entries 3", `cutenative_lora_catalog_loads_total{outcome="ok"} 1`} {
+		"cutenative_lora_catalog_entries 3", `cutenative_lora_catalog_loads_total{outcome="ok"} 1`,
+		`cutenative_lora_prompt_cache_total{result="hit"} 0`, `cutenative_lora_prompt_cache_total{result="miss"} 2`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+	// The first prompt again: its vector comes from the cache (no embedding call), the same answer.
+	_, first := ts.search(t, `{"prompt": "a knight and a dragon at the castle", "top_k": 2}`)
+	var again api.LoRASearchResponse
+	if err := json.Unmarshal(first, &again); err != nil || again.Selected == nil || again.Selected.Name != "fantasy" ||
+		again.Candidates[0].Score != again.Selected.Score {
+		t.Fatalf("the cached prompt: %s", first)
+	}
+	_, metrics = ts.get(t, "/metrics")
+	for _, want := range []string{`cutenative_lora_prompt_cache_total{result="hit"} 1`, `cutenative_lora_prompt_cache_total{result="miss"} 2`,
+		`cutenative_batch_jobs_count{model="embedding",lane="short"} 2`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}

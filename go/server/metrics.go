@@ -82,6 +82,7 @@ type metrics struct {
 	loraRouteSeconds          *histogram
 	loraSelected, loraNoMatch atomic.Uint64
 	loras                     func() *lora.Registry // the catalog's stats; nil func or registry: none
+	promptVecs                *lora.VectorCache     // the routed prompts' vector cache (nil: none)
 	// adapterStats reports each image model's adapter state at scrape time (nil: none).
 	adapterStats func(report func(model string, st cutenative.AdapterStats))
 
@@ -351,7 +352,13 @@ func (m *metrics) write(w io.Writer) {
 	fmt.Fprintf(w, "# HELP cutenative_lora_searches_total LoRA searches answered, by whether a LoRA was selected.\n# TYPE cutenative_lora_searches_total counter\n")
 	fmt.Fprintf(w, "cutenative_lora_searches_total{selected=\"false\"} %d\ncutenative_lora_searches_total{selected=\"true\"} %d\n",
 		m.loraNoMatch.Load(), m.loraSelected.Load())
-	m.loraEmbedSeconds.write(w, "cutenative_lora_embed_seconds", "Time to embed a LoRA search prompt.")
+	m.loraEmbedSeconds.write(w, "cutenative_lora_embed_seconds", "Time to embed a LoRA search prompt (a cached prompt's vector: ~0).")
+	if m.promptVecs != nil {
+		hits, misses := m.promptVecs.Stats()
+		fmt.Fprintf(w, "# HELP cutenative_lora_prompt_cache_total Routed prompts whose vector was cached (hit) or embedded (miss).\n"+
+			"# TYPE cutenative_lora_prompt_cache_total counter\ncutenative_lora_prompt_cache_total{result=\"hit\"} %d\n"+
+			"cutenative_lora_prompt_cache_total{result=\"miss\"} %d\n", hits, misses)
+	}
 	m.loraRouteSeconds.write(w, "cutenative_lora_route_seconds", "Time to score the LoRA catalog for an embedded prompt.")
 	var st lora.RegistryStats
 	if m.loras != nil {

@@ -42,6 +42,9 @@ type Server struct {
 	keyInflight []atomic.Int64 // per API key: requests admitted and not yet answered
 
 	loras atomic.Pointer[lora.Registry] // nil: LoRA search off, loading or closed
+	// promptVecs keeps the embedding model's vectors of the prompts routed most recently (LoRA search and
+	// lora "auto"): a prompt seen again is not embedded again.
+	promptVecs *lora.VectorCache
 
 	adaptersMu     sync.Mutex
 	adapters       *catalogAdapters      // the catalog in service's adapters (attachAdapters)
@@ -90,12 +93,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LongSlots == 0 {
 		cfg.LongSlots = max(1, runtime.GOMAXPROCS(0)-1)
 	}
-	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*servedModel{}, bytes: newByteBudget(cfg.MaxInflightBytes),
+	s := &Server{cfg: cfg, metrics: newMetrics(), models: map[string]*servedModel{}, promptVecs: lora.NewVectorCache(promptCacheEntries), bytes: newByteBudget(cfg.MaxInflightBytes),
 		longSlots: make(chan struct{}, cfg.LongSlots), keyInflight: make([]atomic.Int64, len(cfg.APIKeys))}
 	if s.cfg.MaxInflightPerKey == 0 && len(cfg.APIKeys) > 1 {
 		s.cfg.MaxInflightPerKey = max(1, cfg.MaxInflight/2)
 	}
 	s.metrics.loras = s.LoRAs
+	s.metrics.promptVecs = s.promptVecs
 	s.metrics.adapterStats = s.adapterStats
 	s.metrics.bytes = s.bytes
 	for _, k := range cfg.APIKeys {
