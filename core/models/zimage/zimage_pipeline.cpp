@@ -47,8 +47,8 @@ at::Tensor denoise(const DitRunner& r, const SchedulerConfig& sched_cfg, const D
     const bool cfg = p.guidance > 0.0f;
     const int64_t n = latents.size(0), h = latents.size(2), w = latents.size(3);
     const c10::Device dev = latents.device();
-    // With CFG, the batch is [positive, negative] (the pipeline's order); a step that cfg_truncation leaves
-    // unguided runs the positive caption alone (a batch of one, as the pipeline does), made when first needed.
+    // With CFG, the batch is [n positive, n negative] (the pipeline's order); a step that cfg_truncation leaves
+    // unguided runs the n positive items alone (as the pipeline does), a batch made when first needed.
     const Batch full = make_batch(r, caps, n, h, w);
     std::optional<Batch> pos_only;
 
