@@ -332,6 +332,10 @@ type LoRACandidate struct {
 	Score              float64 `json:"score"`
 	PositiveSimilarity float64 `json:"positive_similarity"`
 	NegativeSimilarity float64 `json:"negative_similarity"`
+	// Example (an index into the entry's example prompts) and ExampleSimilarity: the example closest to the prompt,
+	// present only when the entry has examples; the score takes the better of it and the positive description.
+	Example           *int     `json:"example,omitempty"`
+	ExampleSimilarity *float64 `json:"example_similarity,omitempty"`
 }
 
 // LoRAList is the 200 body of GET /v1/loras: the catalog in service, never its files' paths.

@@ -31,6 +31,7 @@ type Limits struct {
 	MaxTextBytes    int // each positive / negative description
 	MaxTriggers     int // per entry
 	MaxTriggerBytes int
+	MaxExamples     int // example prompts per entry (each at most MaxTextBytes)
 	MaxDepth        int // JSON nesting
 }
 
@@ -43,6 +44,7 @@ var DefaultLimits = Limits{
 	MaxTextBytes:    16 << 10,
 	MaxTriggers:     64,
 	MaxTriggerBytes: 128,
+	MaxExamples:     64,
 	MaxDepth:        8,
 }
 
@@ -54,6 +56,9 @@ type Entry struct {
 	Positive string   // what the style is for (embedded once at load)
 	Negative string   // what it must not be used for; "" means no negative
 	Triggers []string // literal keywords (used by the keyword baseline, not by the router)
+	// Examples are prompts the style suits (optional; embedded once at load): the router scores an entry by the
+	// best of its positive description and its examples, minus the weighted negative.
+	Examples []string
 }
 
 // Catalog is a validated catalog file.
@@ -77,6 +82,7 @@ type wireEntry struct {
 	Positive *string  `json:"positive"`
 	Negative *string  `json:"negative"`
 	Triggers []string `json:"triggers"`
+	Examples []string `json:"examples"`
 }
 
 func invalid(format string, args ...any) error {
@@ -120,10 +126,10 @@ func readCatalogFile(path string, lim Limits) ([]byte, error) {
 // ParseCatalog decodes and validates a catalog document:
 //
 //	{"negative_weight": w, "threshold": t,
-//	 "loras": [{"name", "path", "scale", "positive", "negative", "triggers": [...]}, ...]}
+//	 "loras": [{"name", "path", "scale", "positive", "negative", "triggers": [...], "examples": [...]}, ...]}
 //
 // negative_weight (default DefaultNegativeWeight) and threshold (default DefaultThreshold) are optional,
-// as are negative and triggers; name, path, scale and positive are required. Unknown fields, duplicate
+// as are negative, triggers and examples; name, path, scale and positive are required. Unknown fields, duplicate
 // keys, trailing data, duplicate or empty names, non-finite numbers, a negative weight below 0, empty
 // positives, NUL characters and anything beyond DefaultLimits are rejected with ErrInvalidCatalog.
 func ParseCatalog(data []byte) (*Catalog, error) {
@@ -173,7 +179,7 @@ func parseCatalog(data []byte, lim Limits) (*Catalog, error) {
 				return nil, invalid("loras[%d].%s: required", i, f.name)
 			}
 		}
-		e := Entry{Name: *we.Name, Path: *we.Path, Scale: *we.Scale, Positive: *we.Positive, Triggers: we.Triggers}
+		e := Entry{Name: *we.Name, Path: *we.Path, Scale: *we.Scale, Positive: *we.Positive, Triggers: we.Triggers, Examples: we.Examples}
 		if we.Negative != nil {
 			e.Negative = *we.Negative
 		}
@@ -247,6 +253,17 @@ func (c *Catalog) validate(lim Limits) error {
 			}
 			if err := checkText(t, lim.MaxTriggerBytes); err != nil {
 				return invalid("%s.triggers[%d]: %s", at, k, err)
+			}
+		}
+		if len(e.Examples) > lim.MaxExamples {
+			return invalid("%s.examples: %d exceed the limit of %d", at, len(e.Examples), lim.MaxExamples)
+		}
+		for k, x := range e.Examples {
+			if strings.TrimSpace(x) == "" {
+				return invalid("%s.examples[%d]: empty", at, k)
+			}
+			if err := checkText(x, lim.MaxTextBytes); err != nil {
+				return invalid("%s.examples[%d]: %s", at, k, err)
 			}
 		}
 	}

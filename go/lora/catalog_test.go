@@ -28,11 +28,13 @@ func TestParseCatalogValid(t *testing.T) {
 	}
 	c, err = ParseCatalog([]byte(`{"negative_weight": 0, "threshold": -0.5, "loras": [
 		{"name": "a", "path": "p", "scale": -1, "positive": "x", "negative": "  ", "triggers": ["t"]},
-		{"name": "b", "path": "p", "scale": 2, "positive": "y", "negative": "not y", "triggers": []}]}`))
+		{"name": "b", "path": "p", "scale": 2, "positive": "y", "negative": "not y", "triggers": [],
+		 "examples": ["a y at dawn", "two ys"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NegativeWeight != 0 || c.Threshold != -0.5 || c.Entries[0].Negative != "" || c.Entries[1].Negative != "not y" {
+	if c.NegativeWeight != 0 || c.Threshold != -0.5 || c.Entries[0].Negative != "" || c.Entries[1].Negative != "not y" ||
+		c.Entries[0].Examples != nil || !reflect.DeepEqual(c.Entries[1].Examples, []string{"a y at dawn", "two ys"}) {
 		t.Fatalf("parsed %+v", c)
 	}
 }
@@ -67,6 +69,11 @@ func TestParseCatalogRejects(t *testing.T) {
 		{"NUL in positive", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x\u0000y"`), "NUL"},
 		{"NUL in negative", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x", "negative": "\u0000"`), "NUL"},
 		{"empty trigger", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x", "triggers": [""]`), "triggers[0]: empty"},
+		{"blank example", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x", "examples": ["y", " "]`), "examples[1]: empty"},
+		{"NUL in an example", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x", "examples": ["\u0000"]`), "examples[0]: contains a NUL"},
+		{"examples not a list", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x", "examples": "y"`), `field "loras.examples"`},
+		{"too many examples", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x", "examples": [` +
+			strings.TrimSuffix(strings.Repeat(`"e", `, 65), ", ") + `]`), "examples: 65 exceed the limit of 64"},
 		{"negative weight below 0", `{"negative_weight": -0.1, "loras": [` + minimalEntry + `]}`, "negative_weight"},
 		{"weight overflow", `{"negative_weight": 1e999, "loras": [` + minimalEntry + `]}`, "negative_weight"},
 		{"threshold as string", `{"threshold": "0.3", "loras": [` + minimalEntry + `]}`, `field "threshold"`},

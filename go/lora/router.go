@@ -46,9 +46,13 @@ type Match struct {
 // Candidate is one of the top-k entries.
 type Candidate struct {
 	Name               string
-	Score              float64 // PositiveSimilarity - NegativeWeight*NegativeSimilarity
+	Score              float64 // max(PositiveSimilarity, ExampleSimilarity) - NegativeWeight*NegativeSimilarity
 	PositiveSimilarity float64 // cosine similarity of the prompt and the positive description
 	NegativeSimilarity float64 // ... and the negative description (0 when the entry has none)
+	// Example is the index of the entry's example prompt closest to the prompt, -1 when it has none;
+	// ExampleSimilarity is that cosine similarity (0 without examples).
+	Example           int
+	ExampleSimilarity float64
 }
 
 // Result of a search: Selected is nil when the best score is below the threshold ("no LoRA").
@@ -66,7 +70,8 @@ type Result struct {
 // with an int8 copy of the c_i (a quarter of the memory traffic; AVX2 on amd64) and an error bound,
 // then score exactly only the entries whose bound reaches the k-th best: the result is the same as
 // scoring every entry exactly (see searchScreened). Exact scores are float64 sums of the float32
-// products.
+// products. Entries with example prompts x_ik score max(c_i . q, max_k (x_ik - w*n_i) . q), i.e. the best of
+// the positive and the examples minus the weighted negative; such catalogs are scored exactly (no screening).
 type Router struct {
 	cat      *Catalog
 	emb      Embedder
@@ -75,6 +80,10 @@ type Router struct {
 	pos, neg []float32 // n*dim unit rows; a row of zeros where an entry has no negative
 	comb     []float32 // n*dim rows c_i = p_i - w*n_i
 	hasNeg   []bool
+	// example prompts (catalogs with examples): unit rows x_k and x_k - w*n_i of entry i's examples at
+	// exStart[i] .. exStart[i+1]-1
+	exVec, exComb []float32
+	exStart       []int
 
 	// screening (n >= screenMinEntries)
 	stride  int       // dim rounded up to quantStride
@@ -113,6 +122,10 @@ func NewRouter(ctx context.Context, cat *Catalog, emb Embedder) (*Router, error)
 			texts = append(texts, e.Negative)
 		}
 	}
+	exAt := len(texts) // every entry's examples, in entry order
+	for _, e := range cat.Entries {
+		texts = append(texts, e.Examples...)
+	}
 	vecs, dim, err := embedAll(ctx, emb, texts)
 	if err != nil {
 		return nil, err
@@ -135,7 +148,26 @@ func NewRouter(ctx context.Context, cat *Catalog, emb Embedder) (*Router, error)
 			c[j] = p[j] - w32*nv[j]
 		}
 	}
-	if n >= screenMinEntries {
+	if m := len(texts) - exAt; m > 0 {
+		r.exVec, r.exComb, r.exStart = make([]float32, m*dim), make([]float32, m*dim), make([]int, n+1)
+		k := 0
+		for i, e := range cat.Entries {
+			r.exStart[i] = k
+			nv := r.neg[i*dim : (i+1)*dim]
+			for range e.Examples {
+				x := r.exVec[k*dim : (k+1)*dim]
+				copy(x, vecs[exAt+k])
+				c := r.exComb[k*dim : (k+1)*dim]
+				for j := range c {
+					c[j] = x[j] - w32*nv[j]
+				}
+				k++
+			}
+		}
+		r.exStart[n] = k
+	}
+	// Screening bounds one row per entry: a catalog with examples is scored exactly (every row).
+	if n >= screenMinEntries && r.exStart == nil {
 		r.buildScreen()
 	}
 	return r, nil
@@ -357,11 +389,17 @@ func (t *topK) sorted() []scored {
 	return out
 }
 
-// searchExact scores every entry exactly.
+// searchExact scores every entry exactly (with examples: the best of its rows).
 func (r *Router) searchExact(q []float32, k int) []scored {
 	t := topK{k: k, names: r.names, h: make([]scored, 0, k)}
 	for i := 0; i < r.n; i++ {
-		t.push(scored{dot64(r.comb[i*r.dim:(i+1)*r.dim], q), i})
+		s := dot64(r.comb[i*r.dim:(i+1)*r.dim], q)
+		if r.exStart != nil {
+			for x := r.exStart[i]; x < r.exStart[i+1]; x++ {
+				s = max(s, dot64(r.exComb[x*r.dim:(x+1)*r.dim], q))
+			}
+		}
+		t.push(scored{s, i})
 	}
 	return t.sorted()
 }
@@ -493,9 +531,16 @@ func (r *Router) result(q []float32, top []scored) *Result {
 	for c, s := range top {
 		i := s.idx
 		cand := Candidate{Name: r.names[i], Score: s.score,
-			PositiveSimilarity: dot64(r.pos[i*r.dim:(i+1)*r.dim], q)}
+			PositiveSimilarity: dot64(r.pos[i*r.dim:(i+1)*r.dim], q), Example: -1}
 		if r.hasNeg[i] {
 			cand.NegativeSimilarity = dot64(r.neg[i*r.dim:(i+1)*r.dim], q)
+		}
+		if r.exStart != nil {
+			for x := r.exStart[i]; x < r.exStart[i+1]; x++ {
+				if sim := dot64(r.exVec[x*r.dim:(x+1)*r.dim], q); cand.Example < 0 || sim > cand.ExampleSimilarity {
+					cand.Example, cand.ExampleSimilarity = x-r.exStart[i], sim
+				}
+			}
 		}
 		res.Candidates[c] = cand
 	}

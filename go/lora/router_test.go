@@ -363,3 +363,119 @@ func TestDot64(t *testing.T) {
 		}
 	}
 }
+
+// Example prompts: an entry scores the best of its positive and its examples, minus the weighted negative, and the
+// candidate says which example was closest; entries without examples score as before (Example -1).
+func TestExamplesScoreTheBestOfDescriptionAndExamples(t *testing.T) {
+	emb := &hashEmbedder{dim: 256}
+	cat := smallCatalog(0.5, 0.3)
+	cat.Entries[0].Examples = []string{"a paladin guards the gate", "medieval tournament jousting horses"}
+	r := mustRouter(t, cat, emb)
+	tests := []struct {
+		prompt      string
+		wantTop     string
+		wantExample int // of the castle candidate
+	}{
+		{"jousting horses at a medieval tournament", "castle", 1},
+		{"a paladin at the gate", "castle", 0},
+		{"a bowl of fruit", "apple", -2}, // castle's best example is whichever is closer: only checked for consistency
+	}
+	for _, tc := range tests {
+		t.Run(tc.prompt, func(t *testing.T) {
+			res, err := r.Search(context.Background(), tc.prompt, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Candidates[0].Name != tc.wantTop {
+				t.Fatalf("top %s, want %s: %+v", res.Candidates[0].Name, tc.wantTop, res.Candidates)
+			}
+			q := emb.vec(tc.prompt)
+			for _, c := range res.Candidates {
+				var e Entry
+				for _, x := range cat.Entries {
+					if x.Name == c.Name {
+						e = x
+					}
+				}
+				best, bestSim := -1, 0.0
+				for k, x := range e.Examples {
+					if s := cos64(q, emb.vec(x)); best < 0 || s > bestSim {
+						best, bestSim = k, s
+					}
+				}
+				if c.Example != best || math.Abs(c.ExampleSimilarity-bestSim) > 1e-6 {
+					t.Fatalf("%s: example %d (%v), want %d (%v)", c.Name, c.Example, c.ExampleSimilarity, best, bestSim)
+				}
+				top := c.PositiveSimilarity
+				if best >= 0 {
+					top = max(top, c.ExampleSimilarity)
+				}
+				if d := math.Abs(c.Score - (top - 0.5*c.NegativeSimilarity)); d > 1e-6 {
+					t.Fatalf("%s: score %v, want max(positive, example) - w*negative = %v", c.Name, c.Score, top-0.5*c.NegativeSimilarity)
+				}
+				if c.Name == "castle" && tc.wantExample >= 0 && c.Example != tc.wantExample {
+					t.Fatalf("castle's closest example %d, want %d", c.Example, tc.wantExample)
+				}
+			}
+		})
+	}
+}
+
+// A large catalog with examples is scored exactly (no screening): the ranking equals a brute-force one.
+func TestExamplesInALargeCatalog(t *testing.T) {
+	emb := gaussEmbedder{dim: 64}
+	cat := &Catalog{NegativeWeight: 0.4, Threshold: 0.1}
+	for i := 0; i < 400; i++ {
+		e := Entry{Name: fmt.Sprintf("e%03d", i), Path: "p", Scale: 1, Positive: fmt.Sprint("pos ", i)}
+		if i%2 == 0 {
+			e.Negative = fmt.Sprint("neg ", i)
+		}
+		for k := 0; k < i%4; k++ {
+			e.Examples = append(e.Examples, fmt.Sprintf("ex %d %d", i, k))
+		}
+		cat.Entries = append(cat.Entries, e)
+	}
+	r := mustRouter(t, cat, emb)
+	if r.q8 != nil {
+		t.Fatal("a catalog with examples was screened")
+	}
+	for it := 0; it < 20; it++ {
+		q := emb.vec(fmt.Sprintf("ex %d %d", 4*it+3, it%3))
+		res, err := r.SearchEmbedding(q, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := unit(q, 64)
+		type ranked struct {
+			name  string
+			score float64
+		}
+		var all []ranked
+		for _, e := range cat.Entries {
+			rows := append([]string{e.Positive}, e.Examples...)
+			best := math.Inf(-1)
+			for _, text := range rows {
+				v, _ := unit(emb.vec(text), 64)
+				s := dot64(v, u)
+				if e.Negative != "" {
+					n, _ := unit(emb.vec(e.Negative), 64)
+					s -= 0.4 * dot64(n, u)
+				}
+				best = max(best, s)
+			}
+			all = append(all, ranked{e.Name, best})
+		}
+		for k := 0; k < 5; k++ { // the k-th best by brute force (ties by name)
+			bi := -1
+			for i := range all {
+				if bi < 0 || all[i].score > all[bi].score || (all[i].score == all[bi].score && all[i].name < all[bi].name) {
+					bi = i
+				}
+			}
+			if res.Candidates[k].Name != all[bi].name || math.Abs(res.Candidates[k].Score-all[bi].score) > 1e-5 {
+				t.Fatalf("query %d rank %d: %s %v, want %s %v", it, k, res.Candidates[k].Name, res.Candidates[k].Score, all[bi].name, all[bi].score)
+			}
+			all = append(all[:bi], all[bi+1:]...)
+		}
+	}
+}

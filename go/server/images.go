@@ -501,8 +501,7 @@ func (s *Server) resolveLoRA(rq *requestScope, m *servedModel, req *imageRequest
 	out := &loraPlan{decision: api.LoRADecision{Mode: "auto", Decision: "abstained", Applied: []api.AppliedLoRA{},
 		Candidates: []api.LoRACandidate{}, Threshold: &threshold}}
 	for _, c := range res.Candidates {
-		out.decision.Candidates = append(out.decision.Candidates, api.LoRACandidate{Name: c.Name, Score: c.Score,
-			PositiveSimilarity: c.PositiveSimilarity, NegativeSimilarity: c.NegativeSimilarity})
+		out.decision.Candidates = append(out.decision.Candidates, wireCandidate(c))
 		if c.Score >= threshold && len(out.uses) < limit {
 			if e := apply(out, c.Name, nil); e != nil {
 				return nil, e

@@ -143,8 +143,7 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 	}
 	resp := api.LoRASearchResponse{Candidates: make([]api.LoRACandidate, len(res.Candidates))}
 	for i, c := range res.Candidates {
-		resp.Candidates[i] = api.LoRACandidate{Name: c.Name, Score: c.Score, PositiveSimilarity: c.PositiveSimilarity,
-			NegativeSimilarity: c.NegativeSimilarity}
+		resp.Candidates[i] = wireCandidate(c)
 	}
 	if res.Selected != nil {
 		resp.Selected = &api.LoRAMatch{Name: res.Selected.Name, Score: res.Selected.Score}
@@ -153,6 +152,16 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 		s.metrics.loraNoMatch.Add(1)
 	}
 	return s.writeJSON(w, http.StatusOK, resp)
+}
+
+// wireCandidate is a router candidate as the API answers it (the example fields only for entries with examples).
+func wireCandidate(c lora.Candidate) api.LoRACandidate {
+	w := api.LoRACandidate{Name: c.Name, Score: c.Score, PositiveSimilarity: c.PositiveSimilarity, NegativeSimilarity: c.NegativeSimilarity}
+	if c.Example >= 0 {
+		example, sim := c.Example, c.ExampleSimilarity
+		w.Example, w.ExampleSimilarity = &example, &sim
+	}
+	return w
 }
 
 // queryError turns lora.ErrInvalidQuery into a 400 naming the field.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -141,6 +142,32 @@ func TestLoRASearch(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}
+	}
+}
+
+// A catalog entry with example prompts: its candidate names the closest example and its similarity, and the score
+// takes the better of that and the positive description; entries without examples answer without those fields.
+func TestLoRASearchExamples(t *testing.T) {
+	ts := startLoRA(t, Config{LoRACatalog: writeCatalog(t, `{"negative_weight": 0.5, "threshold": 0.3, "loras": [
+  {"name": "fantasy", "path": "f.safetensors", "scale": 0.8, "positive": "knight castle dragon wizard armour",
+   "examples": ["a paladin at the gate", "jousting horses at a tournament"]},
+  {"name": "watercolor", "path": "w.safetensors", "scale": 0.7, "positive": "watercolour paper washes pigment"}]}`)})
+	code, b := ts.search(t, `{"prompt": "jousting horses at a tournament"}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	var got api.LoRASearchResponse
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	c := got.Candidates[0]
+	if got.Selected == nil || got.Selected.Name != "fantasy" || c.Name != "fantasy" || c.Example == nil || *c.Example != 1 ||
+		c.ExampleSimilarity == nil || *c.ExampleSimilarity < c.PositiveSimilarity || math.Abs(c.Score-*c.ExampleSimilarity) > 1e-6 {
+		t.Fatalf("the example's match: %s", b)
+	}
+	if w := got.Candidates[1]; w.Name != "watercolor" || w.Example != nil || w.ExampleSimilarity != nil ||
+		strings.Count(string(b), `"example"`) != 1 {
+		t.Fatalf("an entry without examples: %s", b)
 	}
 }
 
