@@ -20,6 +20,9 @@ import (
 const (
 	DefaultNegativeWeight = 0.25
 	DefaultThreshold      = 0.215
+	// DefaultExampleWeight is lambda in an entry's score with example prompts (Catalog.ExampleWeight), chosen on
+	// the dev split (docs/lora_routing.md).
+	DefaultExampleWeight = 1.0
 )
 
 // Limits bound what a catalog file may hold (hostile or runaway files fail cleanly).
@@ -64,13 +67,18 @@ type Entry struct {
 // Catalog is a validated catalog file.
 type Catalog struct {
 	NegativeWeight float64 // w in score = cos(q, positive) - w*cos(q, negative); >= 0
-	Threshold      float64 // the top score must reach it for a LoRA to be selected
-	Entries        []Entry
+	// ExampleWeight is lambda in the score of a catalog with example prompts: cos(q, positive) + lambda *
+	// max_k cos(q, example_k) - w*cos(q, negative) (an entry without examples counts its positive as its example);
+	// >= 0, unused when no entry has examples.
+	ExampleWeight float64
+	Threshold     float64 // the top score must reach it for a LoRA to be selected
+	Entries       []Entry
 }
 
 // wire types: pointers tell "absent" from zero; unknown fields are rejected by the decoder.
 type wireCatalog struct {
 	NegativeWeight *float64    `json:"negative_weight"`
+	ExampleWeight  *float64    `json:"example_weight"`
 	Threshold      *float64    `json:"threshold"`
 	LoRAs          []wireEntry `json:"loras"`
 }
@@ -125,10 +133,11 @@ func readCatalogFile(path string, lim Limits) ([]byte, error) {
 
 // ParseCatalog decodes and validates a catalog document:
 //
-//	{"negative_weight": w, "threshold": t,
+//	{"negative_weight": w, "example_weight": lambda, "threshold": t,
 //	 "loras": [{"name", "path", "scale", "positive", "negative", "triggers": [...], "examples": [...]}, ...]}
 //
-// negative_weight (default DefaultNegativeWeight) and threshold (default DefaultThreshold) are optional,
+// negative_weight (default DefaultNegativeWeight), example_weight (DefaultExampleWeight) and threshold
+// (default DefaultThreshold) are optional,
 // as are negative, triggers and examples; name, path, scale and positive are required. Unknown fields, duplicate
 // keys, trailing data, duplicate or empty names, non-finite numbers, a negative weight below 0, empty
 // positives, NUL characters and anything beyond DefaultLimits are rejected with ErrInvalidCatalog.
@@ -159,9 +168,12 @@ func parseCatalog(data []byte, lim Limits) (*Catalog, error) {
 		}
 		return nil, invalid("%v", err)
 	}
-	c := &Catalog{NegativeWeight: DefaultNegativeWeight, Threshold: DefaultThreshold}
+	c := &Catalog{NegativeWeight: DefaultNegativeWeight, ExampleWeight: DefaultExampleWeight, Threshold: DefaultThreshold}
 	if w.NegativeWeight != nil {
 		c.NegativeWeight = *w.NegativeWeight
+	}
+	if w.ExampleWeight != nil {
+		c.ExampleWeight = *w.ExampleWeight
 	}
 	if w.Threshold != nil {
 		c.Threshold = *w.Threshold
@@ -202,6 +214,9 @@ func (c *Catalog) Validate() error { return c.validate(DefaultLimits) }
 func (c *Catalog) validate(lim Limits) error {
 	if !finite(c.NegativeWeight) || c.NegativeWeight < 0 {
 		return invalid("negative_weight: must be a finite number >= 0, got %v", c.NegativeWeight)
+	}
+	if !finite(c.ExampleWeight) || c.ExampleWeight < 0 {
+		return invalid("example_weight: must be a finite number >= 0, got %v", c.ExampleWeight)
 	}
 	if !finite(c.Threshold) {
 		return invalid("threshold: must be finite")

@@ -20,20 +20,20 @@ func TestParseCatalogValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NegativeWeight != DefaultNegativeWeight || c.Threshold != DefaultThreshold {
+	if c.NegativeWeight != DefaultNegativeWeight || c.Threshold != DefaultThreshold || c.ExampleWeight != DefaultExampleWeight {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if len(c.Entries) != 1 || !reflect.DeepEqual(c.Entries[0], Entry{Name: "a", Path: "a.safetensors", Scale: 0.8, Positive: "apples"}) {
 		t.Fatalf("entries: %+v", c.Entries)
 	}
-	c, err = ParseCatalog([]byte(`{"negative_weight": 0, "threshold": -0.5, "loras": [
+	c, err = ParseCatalog([]byte(`{"negative_weight": 0, "example_weight": 0.5, "threshold": -0.5, "loras": [
 		{"name": "a", "path": "p", "scale": -1, "positive": "x", "negative": "  ", "triggers": ["t"]},
 		{"name": "b", "path": "p", "scale": 2, "positive": "y", "negative": "not y", "triggers": [],
 		 "examples": ["a y at dawn", "two ys"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NegativeWeight != 0 || c.Threshold != -0.5 || c.Entries[0].Negative != "" || c.Entries[1].Negative != "not y" ||
+	if c.NegativeWeight != 0 || c.ExampleWeight != 0.5 || c.Threshold != -0.5 || c.Entries[0].Negative != "" || c.Entries[1].Negative != "not y" ||
 		c.Entries[0].Examples != nil || !reflect.DeepEqual(c.Entries[1].Examples, []string{"a y at dawn", "two ys"}) {
 		t.Fatalf("parsed %+v", c)
 	}
@@ -75,6 +75,7 @@ func TestParseCatalogRejects(t *testing.T) {
 		{"too many examples", entry(`"name": "a", "path": "p", "scale": 1, "positive": "x", "examples": [` +
 			strings.TrimSuffix(strings.Repeat(`"e", `, 65), ", ") + `]`), "examples: 65 exceed the limit of 64"},
 		{"negative weight below 0", `{"negative_weight": -0.1, "loras": [` + minimalEntry + `]}`, "negative_weight"},
+		{"example weight below 0", `{"example_weight": -1, "loras": [` + minimalEntry + `]}`, "example_weight: must be a finite number >= 0"},
 		{"weight overflow", `{"negative_weight": 1e999, "loras": [` + minimalEntry + `]}`, "negative_weight"},
 		{"threshold as string", `{"threshold": "0.3", "loras": [` + minimalEntry + `]}`, `field "threshold"`},
 		{"deep nesting", `{"loras": [` + minimalEntry + `], "x": [[[[[[[[[[1]]]]]]]]]]}`, "nested deeper"},

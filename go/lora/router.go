@@ -46,11 +46,13 @@ type Match struct {
 // Candidate is one of the top-k entries.
 type Candidate struct {
 	Name               string
-	Score              float64 // max(PositiveSimilarity, ExampleSimilarity) - NegativeWeight*NegativeSimilarity
+	Score              float64 // PositiveSimilarity - NegativeWeight*NegativeSimilarity (examples: see Example)
 	PositiveSimilarity float64 // cosine similarity of the prompt and the positive description
 	NegativeSimilarity float64 // ... and the negative description (0 when the entry has none)
 	// Example is the index of the entry's example prompt closest to the prompt, -1 when it has none;
-	// ExampleSimilarity is that cosine similarity (0 without examples).
+	// ExampleSimilarity is that cosine similarity (0 without examples). In a catalog with examples the score is
+	// PositiveSimilarity + lambda*ExampleSimilarity - w*NegativeSimilarity (lambda: Catalog.ExampleWeight; an
+	// entry without examples counts PositiveSimilarity as its example's).
 	Example           int
 	ExampleSimilarity float64
 }
@@ -70,8 +72,9 @@ type Result struct {
 // with an int8 copy of the c_i (a quarter of the memory traffic; AVX2 on amd64) and an error bound,
 // then score exactly only the entries whose bound reaches the k-th best: the result is the same as
 // scoring every entry exactly (see searchScreened). Exact scores are float64 sums of the float32
-// products. Entries with example prompts x_ik score max(c_i . q, max_k (x_ik - w*n_i) . q), i.e. the best of
-// the positive and the examples minus the weighted negative; such catalogs are scored exactly (no screening).
+// products. In a catalog with example prompts x_ik an entry scores cos(q, p_i) + lambda*max_k cos(q, x_ik) -
+// w*cos(q, n_i) = max_k (p_i + lambda*x_ik - w*n_i) . q (an entry without examples: ((1 + lambda) p_i - w*n_i) .
+// q); such catalogs are scored exactly (no screening).
 type Router struct {
 	cat      *Catalog
 	emb      Embedder
@@ -80,8 +83,8 @@ type Router struct {
 	pos, neg []float32 // n*dim unit rows; a row of zeros where an entry has no negative
 	comb     []float32 // n*dim rows c_i = p_i - w*n_i
 	hasNeg   []bool
-	// example prompts (catalogs with examples): unit rows x_k and x_k - w*n_i of entry i's examples at
-	// exStart[i] .. exStart[i+1]-1
+	// example prompts (catalogs with examples): unit rows x_k and p_i + lambda*x_k - w*n_i of entry i's examples
+	// at exStart[i] .. exStart[i+1]-1; comb_i is then (1 + lambda)*p_i - w*n_i (an entry without examples)
 	exVec, exComb []float32
 	exStart       []int
 
@@ -149,17 +152,22 @@ func NewRouter(ctx context.Context, cat *Catalog, emb Embedder) (*Router, error)
 		}
 	}
 	if m := len(texts) - exAt; m > 0 {
+		l32 := float32(cat.ExampleWeight)
 		r.exVec, r.exComb, r.exStart = make([]float32, m*dim), make([]float32, m*dim), make([]int, n+1)
 		k := 0
 		for i, e := range cat.Entries {
 			r.exStart[i] = k
-			nv := r.neg[i*dim : (i+1)*dim]
+			p, nv := r.pos[i*dim:(i+1)*dim], r.neg[i*dim:(i+1)*dim]
+			c := r.comb[i*dim : (i+1)*dim]
+			for j := range c {
+				c[j] = (1+l32)*p[j] - w32*nv[j]
+			}
 			for range e.Examples {
 				x := r.exVec[k*dim : (k+1)*dim]
 				copy(x, vecs[exAt+k])
 				c := r.exComb[k*dim : (k+1)*dim]
 				for j := range c {
-					c[j] = x[j] - w32*nv[j]
+					c[j] = p[j] + l32*x[j] - w32*nv[j]
 				}
 				k++
 			}
@@ -393,11 +401,14 @@ func (t *topK) sorted() []scored {
 func (r *Router) searchExact(q []float32, k int) []scored {
 	t := topK{k: k, names: r.names, h: make([]scored, 0, k)}
 	for i := 0; i < r.n; i++ {
-		s := dot64(r.comb[i*r.dim:(i+1)*r.dim], q)
-		if r.exStart != nil {
+		var s float64
+		if r.exStart != nil && r.exStart[i+1] > r.exStart[i] {
+			s = math.Inf(-1)
 			for x := r.exStart[i]; x < r.exStart[i+1]; x++ {
 				s = max(s, dot64(r.exComb[x*r.dim:(x+1)*r.dim], q))
 			}
+		} else {
+			s = dot64(r.comb[i*r.dim:(i+1)*r.dim], q)
 		}
 		t.push(scored{s, i})
 	}

@@ -364,11 +364,13 @@ func TestDot64(t *testing.T) {
 	}
 }
 
-// Example prompts: an entry scores the best of its positive and its examples, minus the weighted negative, and the
-// candidate says which example was closest; entries without examples score as before (Example -1).
-func TestExamplesScoreTheBestOfDescriptionAndExamples(t *testing.T) {
+// Example prompts: an entry scores cos(positive) + lambda * its closest example's cos - w * cos(negative), and the
+// candidate says which example was closest; an entry without examples counts its positive as its example (Example
+// -1).
+func TestExamplesAddTheClosestExample(t *testing.T) {
 	emb := &hashEmbedder{dim: 256}
 	cat := smallCatalog(0.5, 0.3)
+	cat.ExampleWeight = 0.7
 	cat.Entries[0].Examples = []string{"a paladin guards the gate", "medieval tournament jousting horses"}
 	r := mustRouter(t, cat, emb)
 	tests := []struct {
@@ -406,12 +408,13 @@ func TestExamplesScoreTheBestOfDescriptionAndExamples(t *testing.T) {
 				if c.Example != best || math.Abs(c.ExampleSimilarity-bestSim) > 1e-6 {
 					t.Fatalf("%s: example %d (%v), want %d (%v)", c.Name, c.Example, c.ExampleSimilarity, best, bestSim)
 				}
-				top := c.PositiveSimilarity
+				ex := c.PositiveSimilarity
 				if best >= 0 {
-					top = max(top, c.ExampleSimilarity)
+					ex = c.ExampleSimilarity
 				}
-				if d := math.Abs(c.Score - (top - 0.5*c.NegativeSimilarity)); d > 1e-6 {
-					t.Fatalf("%s: score %v, want max(positive, example) - w*negative = %v", c.Name, c.Score, top-0.5*c.NegativeSimilarity)
+				want := c.PositiveSimilarity + 0.7*ex - 0.5*c.NegativeSimilarity
+				if d := math.Abs(c.Score - want); d > 1e-6 {
+					t.Fatalf("%s: score %v, want positive + lambda*example - w*negative = %v", c.Name, c.Score, want)
 				}
 				if c.Name == "castle" && tc.wantExample >= 0 && c.Example != tc.wantExample {
 					t.Fatalf("castle's closest example %d, want %d", c.Example, tc.wantExample)
@@ -424,7 +427,7 @@ func TestExamplesScoreTheBestOfDescriptionAndExamples(t *testing.T) {
 // A large catalog with examples is scored exactly (no screening): the ranking equals a brute-force one.
 func TestExamplesInALargeCatalog(t *testing.T) {
 	emb := gaussEmbedder{dim: 64}
-	cat := &Catalog{NegativeWeight: 0.4, Threshold: 0.1}
+	cat := &Catalog{NegativeWeight: 0.4, ExampleWeight: 1.3, Threshold: 0.1}
 	for i := 0; i < 400; i++ {
 		e := Entry{Name: fmt.Sprintf("e%03d", i), Path: "p", Scale: 1, Positive: fmt.Sprint("pos ", i)}
 		if i%2 == 0 {
@@ -452,18 +455,20 @@ func TestExamplesInALargeCatalog(t *testing.T) {
 		}
 		var all []ranked
 		for _, e := range cat.Entries {
-			rows := append([]string{e.Positive}, e.Examples...)
-			best := math.Inf(-1)
-			for _, text := range rows {
+			p, _ := unit(emb.vec(e.Positive), 64)
+			ex := dot64(p, u) // an entry without examples counts its positive as its example
+			for k, text := range e.Examples {
 				v, _ := unit(emb.vec(text), 64)
-				s := dot64(v, u)
-				if e.Negative != "" {
-					n, _ := unit(emb.vec(e.Negative), 64)
-					s -= 0.4 * dot64(n, u)
+				if s := dot64(v, u); k == 0 || s > ex {
+					ex = s
 				}
-				best = max(best, s)
 			}
-			all = append(all, ranked{e.Name, best})
+			s := dot64(p, u) + 1.3*ex
+			if e.Negative != "" {
+				n, _ := unit(emb.vec(e.Negative), 64)
+				s -= 0.4 * dot64(n, u)
+			}
+			all = append(all, ranked{e.Name, s})
 		}
 		for k := 0; k < 5; k++ { // the k-th best by brute force (ties by name)
 			bi := -1

@@ -146,7 +146,8 @@ func TestLoRASearch(t *testing.T) {
 }
 
 // A catalog entry with example prompts: its candidate names the closest example and its similarity, and the score
-// takes the better of that and the positive description; entries without examples answer without those fields.
+// adds it (example_weight, default 1) to the positive's; entries without examples answer without those fields (and
+// count their positive twice).
 func TestLoRASearchExamples(t *testing.T) {
 	ts := startLoRA(t, Config{LoRACatalog: writeCatalog(t, `{"negative_weight": 0.5, "threshold": 0.3, "loras": [
   {"name": "fantasy", "path": "f.safetensors", "scale": 0.8, "positive": "knight castle dragon wizard armour",
@@ -162,11 +163,11 @@ func TestLoRASearchExamples(t *testing.T) {
 	}
 	c := got.Candidates[0]
 	if got.Selected == nil || got.Selected.Name != "fantasy" || c.Name != "fantasy" || c.Example == nil || *c.Example != 1 ||
-		c.ExampleSimilarity == nil || *c.ExampleSimilarity < c.PositiveSimilarity || math.Abs(c.Score-*c.ExampleSimilarity) > 1e-6 {
+		c.ExampleSimilarity == nil || math.Abs(c.Score-(c.PositiveSimilarity+*c.ExampleSimilarity)) > 1e-6 {
 		t.Fatalf("the example's match: %s", b)
 	}
 	if w := got.Candidates[1]; w.Name != "watercolor" || w.Example != nil || w.ExampleSimilarity != nil ||
-		strings.Count(string(b), `"example"`) != 1 {
+		math.Abs(w.Score-2*w.PositiveSimilarity) > 1e-6 || strings.Count(string(b), `"example"`) != 1 {
 		t.Fatalf("an entry without examples: %s", b)
 	}
 }

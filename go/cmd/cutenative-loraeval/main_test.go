@@ -122,3 +122,24 @@ func TestRunHoldoutMiniLM(t *testing.T) {
 		}
 	}
 }
+
+// The examples catalog (v3: example prompts, example_weight 1; w and threshold tuned on dev) reproduces its
+// documented rows on test and on the holdout (docs/lora_routing.md, "Catalog v3").
+func TestRunExamplesCatalogMiniLM(t *testing.T) {
+	dir := testenv.MiniLMDir(t)
+	catalog := filepath.Join("..", "..", "lora", "catalogs", "default_with_examples.json")
+	prompts := filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl")
+	for _, tc := range []struct{ holdout, want string }{
+		{"", "| embeddings + negatives | w = 0, threshold = 0.615 | 84.4% | 75.8% (200/264) | 66.7% (42/63) | 79.2% (42/53) | 80.7% (171/212) | 77.8% (130/167) |"},
+		{filepath.Join("..", "..", "lora", "testdata", "prompts_holdout.jsonl"),
+			"| embeddings + negatives | w = 0, threshold = 0.615 | 84.4% | 77.8% (210/270) | 75.0% (57/76) | 95.0% (57/60) |"},
+	} {
+		var out bytes.Buffer
+		if err := run(&out, dir, catalog, prompts, tc.holdout, "cpu", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Fatalf("report lacks %q:\n%s", tc.want, out.String())
+		}
+	}
+}
