@@ -15,8 +15,9 @@ import (
 	"github.com/cutenative/cutenative/go/internal/jsonstrict"
 )
 
-// Defaults of a catalog file's optional fields. Both were tuned on the dev split of the labelled prompt
-// set (testdata/prompts.jsonl) with all-MiniLM-L6-v2 and the default catalog; see docs/lora_routing.md.
+// Defaults of a catalog file's optional fields. The weight and threshold were tuned on the dev split of the
+// labelled prompt set (testdata/prompts.jsonl) with all-MiniLM-L6-v2 and catalog v2 (catalogs/v2.json, no example
+// prompts); the shipped catalog with examples sets its own (docs/lora_routing.md).
 const (
 	DefaultNegativeWeight = 0.25
 	DefaultThreshold      = 0.215

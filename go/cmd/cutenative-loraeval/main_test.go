@@ -109,7 +109,7 @@ func TestRunHoldout(t *testing.T) {
 func TestRunHoldoutMiniLM(t *testing.T) {
 	dir := testenv.MiniLMDir(t)
 	var out bytes.Buffer
-	err := run(&out, dir, filepath.Join("..", "..", "lora", "catalogs", "default.json"),
+	err := run(&out, dir, filepath.Join("..", "..", "lora", "catalogs", "v2.json"),
 		filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl"),
 		filepath.Join("..", "..", "lora", "testdata", "prompts_holdout.jsonl"), "cpu", 1)
 	if err != nil {
@@ -123,16 +123,18 @@ func TestRunHoldoutMiniLM(t *testing.T) {
 	}
 }
 
-// The examples catalog (v3: example prompts, example_weight 1; w and threshold tuned on dev) reproduces its
-// documented rows on test and on the holdout (docs/lora_routing.md, "Catalog v3").
+// The shipped catalog (v3: example prompts, example_weight 1; w and threshold tuned on dev) reproduces its
+// documented rows on test, the holdout and the second holdout (docs/lora_routing.md, "Catalog v3").
 func TestRunExamplesCatalogMiniLM(t *testing.T) {
 	dir := testenv.MiniLMDir(t)
-	catalog := filepath.Join("..", "..", "lora", "catalogs", "default_with_examples.json")
+	catalog := filepath.Join("..", "..", "lora", "catalogs", "default.json")
 	prompts := filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl")
 	for _, tc := range []struct{ holdout, want string }{
 		{"", "| embeddings + negatives | w = 0, threshold = 0.615 | 84.4% | 75.8% (200/264) | 66.7% (42/63) | 79.2% (42/53) | 80.7% (171/212) | 77.8% (130/167) |"},
 		{filepath.Join("..", "..", "lora", "testdata", "prompts_holdout.jsonl"),
 			"| embeddings + negatives | w = 0, threshold = 0.615 | 84.4% | 77.8% (210/270) | 75.0% (57/76) | 95.0% (57/60) |"},
+		{filepath.Join("..", "..", "lora", "testdata", "prompts_holdout2.jsonl"),
+			"| embeddings + negatives | w = 0, threshold = 0.615 | 84.4% | 87.4% (236/270) | 89.5% (51/57) | 85.0% (51/60) | 89.1% (188/211) | 88.8% (143/161) |"},
 	} {
 		var out bytes.Buffer
 		if err := run(&out, dir, catalog, prompts, tc.holdout, "cpu", 1); err != nil {
