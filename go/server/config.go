@@ -54,6 +54,9 @@ type Config struct {
 	MaxImages      int
 	MaxImagePixels int64
 	MaxImageSteps  int
+	// BatchImages makes a request's n images in one library call, as one batch (GenerateImages); off: n calls in a
+	// row. Each batched image equals its one-image call up to the batch's rounding.
+	BatchImages bool
 
 	// LoRA search (POST /v1/loras/search); LoRACatalog "" leaves it off (404).
 	LoRACatalog string // catalog file (go/lora format); reload with LoRAs().Reload / Watch
@@ -113,6 +116,9 @@ var configSettings = []settings.Setting[Config]{
 		func(c *Config) *int64 { return &c.MaxInflightBytes }),
 	settings.Int("max-images", "CUTENATIVE_MAX_IMAGES", 4, 1, "images per request (n)",
 		func(c *Config) *int { return &c.MaxImages }),
+	settings.Bool("batch-images", "CUTENATIVE_BATCH_IMAGES", false,
+		"make a request's n images in one library call, as one batch (each within rounding of its one-image call; "+
+			"its GPU throughput is not measured yet)", func(c *Config) *bool { return &c.BatchImages }),
 	settings.Int("max-image-pixels", "CUTENATIVE_MAX_IMAGE_PIXELS", int64(2048*2048), 1, "width x height of one image",
 		func(c *Config) *int64 { return &c.MaxImagePixels }),
 	settings.Int("max-image-steps", "CUTENATIVE_MAX_IMAGE_STEPS", 100, 1, "denoising steps of one image",

@@ -687,6 +687,29 @@ func (s *Server) generateImages(ctx context.Context, m *servedModel, gen *cutena
 			s.imageCancelled(at, end, total)
 		}
 	}()
+	if s.cfg.BatchImages && n > 1 {
+		// One call: its steps denoise every image at once (progress counts n per step).
+		g := *gen
+		g.Seed, g.Count = uint64(seed), n
+		imgs, err := m.model.GenerateImages(ctx, &g, &cutenative.GenerateOptions{ProgressInterval: 10 * time.Millisecond,
+			Progress: func(done, _ uint64) {
+				step := done * uint64(n)
+				last.Store(step)
+				reportProgress(ctx, step, total)
+				select {
+				case progress <- [2]uint64{step, total}:
+				default:
+				}
+			}})
+		if err != nil {
+			return res, err
+		}
+		res.images = imgs
+		res.lib = imgs[0].Timings
+		res.genMs = ms(time.Since(start))
+		s.metrics.countImages(m.name, n, n*steps, res.lib.Denoise/1000)
+		return res, nil
+	}
 	for i := 0; i < n; i++ {
 		g := *gen
 		g.Seed = uint64(seed) + uint64(i)

@@ -65,6 +65,7 @@ var optionCases = map[string]optionCase{
 	"read-header-timeout": {func(o *options) any { return o.readHeaderTimeout }, "500ms", 500 * time.Millisecond, 10 * time.Second, "3",
 		"want a duration"},
 	"max-images":       {func(o *options) any { return o.cfg.MaxImages }, "2", 2, 4, "0", "must be >= 1"},
+	"batch-images":     {func(o *options) any { return o.cfg.BatchImages }, "true", true, false, "maybe", "want true or false"},
 	"max-image-pixels": {func(o *options) any { return o.cfg.MaxImagePixels }, "65536", int64(65536), int64(2048 * 2048), "big", "want an integer"},
 	"max-image-steps":  {func(o *options) any { return o.cfg.MaxImageSteps }, "50", 50, 100, "0", "must be >= 1"},
 	"max-loras":        {func(o *options) any { return o.cfg.MaxLoRAs }, "1", 1, 3, "0", "must be >= 1"},
