@@ -317,6 +317,10 @@ type LoRASearchRequest struct {
 type LoRASearchResponse struct {
 	Selected   *LoRAMatch      `json:"selected"` // null: no LoRA reaches the catalog's threshold
 	Candidates []LoRACandidate `json:"candidates"`
+	// Threshold is the catalog's: the best candidate is selected when its score reaches it; Decision says what the
+	// rule decided ("selected" or "below_threshold").
+	Threshold float64 `json:"threshold"`
+	Decision  string  `json:"decision"`
 }
 
 // LoRAMatch is the selected LoRA.

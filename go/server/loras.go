@@ -145,8 +145,10 @@ func (s *Server) handleLoRASearch(w http.ResponseWriter, r *http.Request) *apiEr
 	for i, c := range res.Candidates {
 		resp.Candidates[i] = wireCandidate(c)
 	}
+	resp.Threshold, resp.Decision = router.Catalog().Threshold, "below_threshold"
 	if res.Selected != nil {
 		resp.Selected = &api.LoRAMatch{Name: res.Selected.Name, Score: res.Selected.Score}
+		resp.Decision = "selected"
 		s.metrics.loraSelected.Add(1)
 	} else {
 		s.metrics.loraNoMatch.Add(1)

@@ -100,7 +100,8 @@ func TestLoRASearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Selected == nil || got.Selected.Name != "fantasy" || len(got.Candidates) != 2 ||
-		got.Candidates[0].Name != "fantasy" || got.Selected.Score != got.Candidates[0].Score {
+		got.Candidates[0].Name != "fantasy" || got.Selected.Score != got.Candidates[0].Score || got.Threshold != 0.3 ||
+		got.Decision != "selected" {
 		t.Fatalf("response %s", b)
 	}
 	for _, c := range got.Candidates {
@@ -113,7 +114,7 @@ func TestLoRASearch(t *testing.T) {
 	}
 	// No LoRA reaches the threshold: "selected": null; top_k defaults to 5 (3 entries here).
 	code, b = ts.search(t, `{"prompt": "what time is it"}`)
-	if code != 200 || !strings.Contains(string(b), `"selected":null`) {
+	if code != 200 || !strings.Contains(string(b), `"selected":null`) || !strings.Contains(string(b), `"decision":"below_threshold"`) {
 		t.Fatalf("no match: %d %s", code, b)
 	}
 	if err := json.Unmarshal(b, &got); err != nil || len(got.Candidates) != 3 {
