@@ -296,6 +296,7 @@ func main() {
 	device := flag.String("device", "cpu", "cpu, cuda or cuda:N")
 	threads := flag.Int("threads", 0, "CPU threads for the library (0: its default)")
 	out := flag.String("out", "", "also write the report to this file")
+	compare := flag.String("compare-catalog", "", "also tune (on dev) and evaluate the embeddings router of this catalog, listed before the main catalog's row, so that the paired McNemar table compares the two catalogs")
 	flag.Parse()
 	var w io.Writer = os.Stdout
 	var file *os.File
@@ -307,7 +308,7 @@ func main() {
 		file = f
 		w = io.MultiWriter(os.Stdout, f)
 	}
-	if err := run(w, *model, *catalog, *promptsPath, *holdoutPath, *device, *threads); err != nil {
+	if err := runCompare(w, *model, *catalog, *compare, *promptsPath, *holdoutPath, *device, *threads); err != nil {
 		fatal(err)
 	}
 	if file != nil {
@@ -323,6 +324,12 @@ func fatal(err error) {
 }
 
 func run(w io.Writer, modelDir, catalogPath, promptsPath, holdoutPath, device string, threads int) error {
+	return runCompare(w, modelDir, catalogPath, "", promptsPath, holdoutPath, device, threads)
+}
+
+// runCompare is run with an optional second catalog (comparePath, "" for none) whose embeddings router is tuned
+// and evaluated the same way and listed just before the main catalog's, so that the paired comparison pairs them.
+func runCompare(w io.Writer, modelDir, catalogPath, comparePath, promptsPath, holdoutPath, device string, threads int) error {
 	ctx := context.Background()
 	cat, err := lora.LoadCatalog(catalogPath)
 	if err != nil {
@@ -414,7 +421,7 @@ func run(w io.Writer, modelDir, catalogPath, promptsPath, holdoutPath, device st
 			return err
 		}
 		embedInfo = fmt.Sprintf("%d prompts embedded in %s (%s, %s)", len(all), time.Since(start).Round(time.Millisecond), info.Device, info.DType)
-		routerTops := func(set []Prompt, weight float64) ([]Top, error) {
+		routerTopsOf := func(cat *lora.Catalog, set []Prompt, weight float64) ([]Top, error) {
 			c := *cat
 			c.NegativeWeight = weight
 			r, err := lora.NewRouter(ctx, &c, emb)
@@ -431,6 +438,7 @@ func run(w io.Writer, modelDir, catalogPath, promptsPath, holdoutPath, device st
 			}
 			return out, nil
 		}
+		routerTops := func(set []Prompt, weight float64) ([]Top, error) { return routerTopsOf(cat, set, weight) }
 		var tuneErr error
 		devTops := func(weight float64) []Top {
 			t, err := routerTops(dev, weight)
@@ -457,9 +465,31 @@ func run(w io.Writer, modelDir, catalogPath, promptsPath, holdoutPath, device st
 		if err != nil {
 			return err
 		}
-		rows = append(rows,
-			newRow("embeddings, no negatives (w=0)", fmt.Sprintf("threshold = %g", ch0.Threshold), ch0, test, t0),
-			newRow("embeddings + negatives", fmt.Sprintf("w = %g, threshold = %g", chW.Param, chW.Threshold), chW, test, tW))
+		rows = append(rows, newRow("embeddings, no negatives (w=0)", fmt.Sprintf("threshold = %g", ch0.Threshold), ch0, test, t0))
+		if comparePath != "" {
+			oc, err := lora.LoadCatalog(comparePath)
+			if err != nil {
+				return err
+			}
+			ocTops := func(weight float64) []Top {
+				t, err := routerTopsOf(oc, dev, weight)
+				if err != nil && tuneErr == nil {
+					tuneErr = err
+				}
+				return t
+			}
+			chO := tune(dev, grids, ocTops)
+			if tuneErr != nil {
+				return tuneErr
+			}
+			tO, err := routerTopsOf(oc, test, chO.Param)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, newRow("embeddings + negatives, "+filepath.Base(comparePath),
+				fmt.Sprintf("w = %g, threshold = %g", chO.Param, chO.Threshold), chO, test, tO))
+		}
+		rows = append(rows, newRow("embeddings + negatives", fmt.Sprintf("w = %g, threshold = %g", chW.Param, chW.Threshold), chW, test, tW))
 		// The dev curve over w (each w with its own best threshold): dev data only.
 		for _, g := range grids {
 			if int(math.Round(g.Param*100))%10 != 0 {
@@ -497,6 +527,20 @@ func reportDetails(w io.Writer, rows []Row, test []Prompt, curve []Choice) {
 			}
 		}
 		fmt.Fprintf(w, "| %s | %d | %d | %.3f |\n", r.Method, b, c, mcnemar(b, c))
+	}
+	fmt.Fprintln(w, "\nFalse triggers on test (prompts labelled none that get a LoRA):")
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		n, fired := 0, 0
+		for i, p := range test {
+			if p.Label == "none" {
+				n++
+				if r.Preds[i] != "none" {
+					fired++
+				}
+			}
+		}
+		fmt.Fprintf(w, "- %s: %s\n", r.Method, pct(fired, n))
 	}
 	fmt.Fprintln(w, "\nWidth of the tuned optimum on dev (consecutive grid thresholds reaching the best dev top-1 at the chosen parameter):")
 	fmt.Fprintln(w)

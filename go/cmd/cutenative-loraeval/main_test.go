@@ -145,3 +145,22 @@ func TestRunExamplesCatalogMiniLM(t *testing.T) {
 		}
 	}
 }
+
+// -compare-catalog pairs the shipped catalog with v2: the documented McNemar counts and false triggers of the
+// second holdout (docs/lora_routing.md, "Holdout 2 and the switch").
+func TestRunCompareCatalogMiniLM(t *testing.T) {
+	dir := testenv.MiniLMDir(t)
+	var out bytes.Buffer
+	err := runCompare(&out, dir, filepath.Join("..", "..", "lora", "catalogs", "default.json"),
+		filepath.Join("..", "..", "lora", "catalogs", "v2.json"), filepath.Join("..", "..", "lora", "testdata", "prompts.jsonl"),
+		filepath.Join("..", "..", "lora", "testdata", "prompts_holdout2.jsonl"), "cpu", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| embeddings + negatives, v2.json | 35 | 8 | 0.000 |",
+		"- embeddings + negatives, v2.json: 18.3% (11/60)", "- embeddings + negatives: 15.0% (9/60)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
