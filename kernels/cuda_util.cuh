@@ -44,6 +44,12 @@ __device__ __forceinline__ float round_to(float v) {
     return to_f(from_f<T>(v));
 }
 
+// V elements of T moved as one aligned load or store (16 bytes when V = 16 / sizeof(T)).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+};
+
 // Sum over the warp by a butterfly (offsets 16, 8, 4, 2, 1); every lane gets the same result, each step adding a pair
 // of equal partial sums in both of its lanes. block_sum's per-warp step: a kernel that must reproduce block_sum's
 // order with one warp (kernels/rms_norm.cu) calls this.

@@ -17,11 +17,7 @@ using cuda::block_sum;
 using cuda::from_f;
 using cuda::round_to;
 using cuda::to_f;
-
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
+using cuda::Vec;
 
 // out = n(y) [* mul[item]] [+ residual]; residual may alias out (each thread reads then writes its own vectors).
 template <class T, int V>

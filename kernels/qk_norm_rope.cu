@@ -20,9 +20,7 @@ using cuda::to_f;
 constexpr int kWarpsPerBlock = 4;
 
 template <class T>
-struct alignas(sizeof(T) * 2) Pair {
-    T a, b;
-};
+using Pair = cuda::Vec<T, 2>;  // (x[2p], x[2p + 1])
 
 template <class T>
 __global__ void qk_norm_rope_kernel(const T* __restrict__ qkv, const T* __restrict__ qw, const T* __restrict__ kw,
@@ -51,7 +49,7 @@ __global__ void qk_norm_rope_kernel(const T* __restrict__ qkv, const T* __restri
         float ss = 0.f;
         for (int64_t p = lane; p < half; p += 32) {
             const Pair<T> v = xp[p];
-            const float a = to_f(v.a), c = to_f(v.b);
+            const float a = to_f(v.v[0]), c = to_f(v.v[1]);
             ss += a * a;
             ss += c * c;
         }
@@ -60,15 +58,15 @@ __global__ void qk_norm_rope_kernel(const T* __restrict__ qkv, const T* __restri
     Pair<T>* op = reinterpret_cast<Pair<T>*>(out);
     for (int64_t p = lane; p < half; p += 32) {
         const Pair<T> v = xp[p];
-        float n0 = to_f(v.a), n1 = to_f(v.b);
+        float n0 = to_f(v.v[0]), n1 = to_f(v.v[1]);
         if (w) {
             n0 = round_to<T>(to_f(w[2 * p]) * round_to<T>(n0 * inv));
             n1 = round_to<T>(to_f(w[2 * p + 1]) * round_to<T>(n1 * inv));
         }
         const float2 c = f[p];
         Pair<T> o;
-        o.a = from_f<T>(n0 * c.x - n1 * c.y);
-        o.b = from_f<T>(n0 * c.y + n1 * c.x);
+        o.v[0] = from_f<T>(n0 * c.x - n1 * c.y);
+        o.v[1] = from_f<T>(n0 * c.y + n1 * c.x);
         op[p] = o;
     }
 }

@@ -21,11 +21,7 @@ using cuda::block_sum;
 using cuda::from_f;
 using cuda::round_to;
 using cuda::to_f;
-
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
+using cuda::Vec;
 
 constexpr int kMaxWarpsPerRow = 8;  // the block reduction's warps at most (256 threads)
 constexpr int kRowsPerBlock = 4;    // the warp kernel's

@@ -60,49 +60,6 @@ at::Tensor ref_tensor(const std::shared_ptr<const cn::format::Checkpoint>& ck, c
     return cn::tensor_view(ck, *r).clone();
 }
 
-TEST(ZImageGpu, TinyPipelinesOnCuda) {
-    if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
-    CN_REQUIRE_ZIMAGE_TOKENIZER();
-    for (const auto& c : cn::test::zimage_cases()["cases"]) {
-        const std::string name = c["name"], config = c["config"];
-        SCOPED_TRACE(name);
-        for (auto dtype : {c10::kFloat, c10::kBFloat16}) {
-            cn::ModelOptions o;
-            o.device = c10::Device(c10::kCUDA, 0);
-            o.dtype = dtype;
-            auto m = cn::load_model(cn::test::zimage_pipeline_dir(config), o);
-            cn::GenerateRequest req;
-            req.prompt = c["prompt"];
-            if (!c["negative_prompt"].is_null()) req.negative_prompt = c["negative_prompt"].get<std::string>();
-            req.width = c["width"];
-            req.height = c["height"];
-            req.steps = c["steps"];
-            req.guidance = c["guidance"].get<float>();
-            cn::RunContext run;
-            run.seed = c["seed"].get<uint64_t>();
-            run.begin();
-            std::vector<uint8_t> img(m->generate_bytes(req));
-            cn::zimage::ZImageTrace trace;
-            cn::zimage::generate_traced(*m, req, run, img.data(), img.size(), &trace);
-            ASSERT_EQ(trace.latents.size(), static_cast<size_t>(req.steps) + 1);
-            EXPECT_TRUE(trace.latents.back().isfinite().all().item<bool>());
-            if (dtype != c10::kFloat) continue;
-            // fp32 on CUDA: each component on the reference's inputs, against the CPU reference.
-            const auto ck = cn::format::Checkpoint::open(cn::test::zimage_fixtures() + "/reference", config);
-            const auto parts = cn::zimage::zimage_parts(*m);
-            std::vector<int32_t> ids;
-            for (int64_t v : std::vector<int64_t>(trace.pos_ids.begin(), trace.pos_ids.end())) ids.push_back(static_cast<int32_t>(v));
-            EXPECT_LT(rel_mae(parts.encoder->encode(ids), ref_tensor(ck, name + ".pos_embeds")), 1e-4);
-            const at::Tensor lat = ref_tensor(ck, name + ".latents");
-            const at::Tensor z =
-                (lat[lat.size(0) - 1].unsqueeze(0).to(o.device) / parts.config->vae.scaling_factor) + parts.config->vae.shift_factor;
-            // The decoder's fp32 convolutions run on cuDNN with TF32 (PyTorch's default for convolutions, which the
-            // reference gets on CUDA too): ~2e-4 from the CPU's fp32.
-            EXPECT_LT(rel_mae(parts.vae->decode(z)[0], ref_tensor(ck, name + ".decoded")), 1e-3);
-        }
-    }
-}
-
 cn::GenerateRequest request_of(const nlohmann::json& c) {
     cn::GenerateRequest req;
     req.prompt = c["prompt"];
@@ -129,6 +86,43 @@ Generated generate(cn::Model& m, const cn::GenerateRequest& req, uint64_t seed) 
     return g;
 }
 
+// A fixture pipeline on CUDA device 0 in `dtype`.
+std::unique_ptr<cn::Model> load_on_cuda(const std::string& config, c10::ScalarType dtype) {
+    cn::ModelOptions o;
+    o.device = c10::Device(c10::kCUDA, 0);
+    o.dtype = dtype;
+    return cn::load_model(cn::test::zimage_pipeline_dir(config), o);
+}
+
+TEST(ZImageGpu, TinyPipelinesOnCuda) {
+    if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
+    CN_REQUIRE_ZIMAGE_TOKENIZER();
+    for (const auto& c : cn::test::zimage_cases()["cases"]) {
+        const std::string name = c["name"], config = c["config"];
+        SCOPED_TRACE(name);
+        for (auto dtype : {c10::kFloat, c10::kBFloat16}) {
+            auto m = load_on_cuda(config, dtype);
+            const cn::GenerateRequest req = request_of(c);
+            const cn::zimage::ZImageTrace trace = generate(*m, req, c["seed"].get<uint64_t>()).trace;
+            ASSERT_EQ(trace.latents.size(), static_cast<size_t>(req.steps) + 1);
+            EXPECT_TRUE(trace.latents.back().isfinite().all().item<bool>());
+            if (dtype != c10::kFloat) continue;
+            // fp32 on CUDA: each component on the reference's inputs, against the CPU reference.
+            const auto ck = cn::format::Checkpoint::open(cn::test::zimage_fixtures() + "/reference", config);
+            const auto parts = cn::zimage::zimage_parts(*m);
+            std::vector<int32_t> ids;
+            for (int64_t v : std::vector<int64_t>(trace.pos_ids.begin(), trace.pos_ids.end())) ids.push_back(static_cast<int32_t>(v));
+            EXPECT_LT(rel_mae(parts.encoder->encode(ids), ref_tensor(ck, name + ".pos_embeds")), 1e-4);
+            const at::Tensor lat = ref_tensor(ck, name + ".latents");
+            const at::Tensor z = (lat[lat.size(0) - 1].unsqueeze(0).to(m->options().device) / parts.config->vae.scaling_factor) +
+                                 parts.config->vae.shift_factor;
+            // The decoder's fp32 convolutions run on cuDNN with TF32 (PyTorch's default for convolutions, which the
+            // reference gets on CUDA too): ~2e-4 from the CPU's fp32.
+            EXPECT_LT(rel_mae(parts.vae->decode(z)[0], ref_tensor(ck, name + ".decoded")), 1e-3);
+        }
+    }
+}
+
 TEST(ZImageGpu, GraphModeIsEagerBitForBitAndFusedIsClose) {
     if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
     CN_REQUIRE_ZIMAGE_TOKENIZER();
@@ -136,10 +130,7 @@ TEST(ZImageGpu, GraphModeIsEagerBitForBitAndFusedIsClose) {
         const std::string name = c["name"], config = c["config"];
         for (auto dtype : {c10::kBFloat16, c10::kFloat}) {
             SCOPED_TRACE(name + (dtype == c10::kFloat ? " fp32" : " bf16"));
-            cn::ModelOptions o;
-            o.device = c10::Device(c10::kCUDA, 0);
-            o.dtype = dtype;
-            auto m = cn::load_model(cn::test::zimage_pipeline_dir(config), o);
+            auto m = load_on_cuda(config, dtype);
             const cn::GenerateRequest req = request_of(c);
             const uint64_t seed = c["seed"].get<uint64_t>();
             const Generated eager = generate(*m, req, seed);
@@ -172,10 +163,7 @@ TEST(ZImageGpu, GraphModeIsEagerBitForBitAndFusedIsClose) {
 TEST(ZImageGpu, AdaptersInEveryMode) {
     if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
     CN_REQUIRE_ZIMAGE_TOKENIZER();
-    cn::ModelOptions o;
-    o.device = c10::Device(c10::kCUDA, 0);
-    o.dtype = c10::kBFloat16;
-    auto m = cn::load_model(cn::test::zimage_pipeline_dir("tiny_a"), o);
+    auto m = load_on_cuda("tiny_a", c10::kBFloat16);
     const cn::GenerateRequest base_req = request_of(cn::test::zimage_case("a_turbo_32x48"));
     const uint64_t seed = cn::test::zimage_case("a_turbo_32x48")["seed"].get<uint64_t>();
     cn::GenerateRequest with = base_req;
@@ -206,10 +194,7 @@ TEST(ZImageGpu, AdaptersInEveryMode) {
 TEST(ZImageGpu, OutOfMemoryIsAnErrorAndTheModelStaysUsable) {
     if (!have_cuda()) GTEST_SKIP() << "SKIPPED: no CUDA device";
     CN_REQUIRE_ZIMAGE_TOKENIZER();
-    cn::ModelOptions o;
-    o.device = c10::Device(c10::kCUDA, 0);
-    o.dtype = c10::kBFloat16;
-    auto m = cn::load_model(cn::test::zimage_pipeline_dir("tiny_a"), o);
+    auto m = load_on_cuda("tiny_a", c10::kBFloat16);
     const cn::GenerateRequest small = request_of(cn::test::zimage_case("a_turbo_32x48"));
     cn::GenerateRequest big = small;
     big.width = big.height = 1024;  // tiny_a's position range: 64 patches of 16 px

@@ -100,6 +100,43 @@ at::Tensor weight(cn::Model& m, const std::string& module) { return m.adapter_ho
 class ZImageLora : public ::testing::Test {
 protected:
     void SetUp() override { CN_REQUIRE_ZIMAGE_TOKENIZER(); }
+
+    // The fixture case a_turbo_32x48 as a request (and its seed in `run`).
+    cn::GenerateRequest turbo_request() {
+        const auto& c = cn::test::zimage_case("a_turbo_32x48");
+        cn::GenerateRequest req;
+        req.prompt = c["prompt"].get<std::string>();
+        req.width = c["width"];
+        req.height = c["height"];
+        req.steps = c["steps"];
+        req.guidance = c["guidance"].get<float>();
+        run.seed = c["seed"].get<uint64_t>();
+        return req;
+    }
+
+    std::vector<uint8_t> generate(cn::Model& m, const cn::GenerateRequest& r) {
+        std::vector<uint8_t> out(m.generate_bytes(r));
+        run.begin();
+        m.generate(r, run, out.data(), out.size());
+        return out;
+    }
+
+    // The image of `req` with the adapter's modules patched by hand to W0 + scale * B @ A (through the weight
+    // index), then the base weights put back.
+    std::vector<uint8_t> by_hand(cn::Model& m, const Written& w, double scale, const cn::GenerateRequest& req) {
+        std::map<std::string, at::Tensor> saved;
+        for (const auto& [mod, f] : w.factors) {
+            at::Tensor wt = weight(m, mod);
+            saved[mod] = wt.clone();
+            at::Tensor fused = wt.to(at::kFloat, false, true);
+            fused.addmm_(f.second, f.first, 1.0, scale);
+            wt.copy_(fused);
+        }
+        std::vector<uint8_t> out = generate(m, req);
+        for (const auto& [mod, t] : saved) weight(m, mod).copy_(t);
+        return out;
+    }
+
     TempDir dir;
     cn::RunContext run;
 };
@@ -154,44 +191,19 @@ TEST_F(ZImageLora, FuseIsTheFormulaAndRestoreIsBitExactInPlace) {
 TEST_F(ZImageLora, ImageWithAdapterIsTheImageOfThePatchedWeights) {
     cn::Model& m = model("tiny_a");
     const Written w = write_adapter(dir.path, "img", m, {"layers.0.attention.to_q", "layers.1.feed_forward.w1"}, 4, 7);
-    const auto& c = cn::test::zimage_case("a_turbo_32x48");
-    cn::GenerateRequest req;
-    req.prompt = c["prompt"].get<std::string>();
-    req.width = c["width"];
-    req.height = c["height"];
-    req.steps = c["steps"];
-    req.guidance = c["guidance"].get<float>();
-    run.seed = c["seed"].get<uint64_t>();
-    const size_t bytes = m.generate_bytes(req);
-    auto generate = [&](const cn::GenerateRequest& r) {
-        std::vector<uint8_t> out(bytes);
-        run.begin();
-        m.generate(r, run, out.data(), out.size());
-        return out;
-    };
-    const std::vector<uint8_t> base = generate(req);
+    const cn::GenerateRequest req = turbo_request();
+    const std::vector<uint8_t> base = generate(m, req);
     cn::GenerateRequest with = req;
     with.adapters.push_back({cn::Adapter::load(w.path, {}, m.adapter_host()->targets(), m.options().device, &m), 1.5f});
-    const std::vector<uint8_t> adapted = generate(with);
+    const std::vector<uint8_t> adapted = generate(m, with);
     EXPECT_NE(adapted, base);
-    EXPECT_EQ(generate(req), base);
-    // By hand: the patched weights, then the base weights back.
-    std::map<std::string, at::Tensor> saved;
-    for (const auto& [mod, f] : w.factors) {
-        at::Tensor wt = weight(m, mod);
-        saved[mod] = wt.clone();
-        at::Tensor fused = wt.to(at::kFloat, false, true);
-        fused.addmm_(f.second, f.first, 1.0, 1.5);
-        wt.copy_(fused);
-    }
-    const std::vector<uint8_t> by_hand = generate(req);
-    for (const auto& [mod, t] : saved) weight(m, mod).copy_(t);
-    EXPECT_EQ(adapted, by_hand);
+    EXPECT_EQ(generate(m, req), base);
+    EXPECT_EQ(adapted, by_hand(m, w, 1.5, req));
     // set_lora's path: the same adapter read at generation.
     cn::GenerateRequest by_path = req;
     by_path.lora_path = w.path;
     by_path.lora_scale = 1.5f;
-    EXPECT_EQ(generate(by_path), adapted);
+    EXPECT_EQ(generate(m, by_path), adapted);
 }
 
 // Fused mode computes with q|k|v, w1|w3 and the adaLN projections as single tensors whose row slices the weight
@@ -206,46 +218,23 @@ TEST_F(ZImageLora, AdaptersReachTheFusedPath) {
     } back{m};
     const Written w =
         write_adapter(dir.path, "fused", m, {"layers.0.attention.to_k", "layers.1.feed_forward.w3", "layers.1.adaLN_modulation.0"}, 3, 21);
-    const auto& c = cn::test::zimage_case("a_turbo_32x48");
-    cn::GenerateRequest req;
-    req.prompt = c["prompt"].get<std::string>();
-    req.width = c["width"];
-    req.height = c["height"];
-    req.steps = c["steps"];
-    req.guidance = c["guidance"].get<float>();
-    run.seed = c["seed"].get<uint64_t>();
-    auto generate = [&](const cn::GenerateRequest& r) {
-        std::vector<uint8_t> out(m.generate_bytes(r));
-        run.begin();
-        m.generate(r, run, out.data(), out.size());
-        return out;
-    };
-    const std::vector<uint8_t> base = generate(req);
+    const cn::GenerateRequest req = turbo_request();
+    const std::vector<uint8_t> base = generate(m, req);
     cn::GenerateRequest with = req;
     with.adapters.push_back({cn::Adapter::load(w.path, {}, m.adapter_host()->targets(), m.options().device, &m), 1.5f});
-    const std::vector<uint8_t> adapted = generate(with);
+    const std::vector<uint8_t> adapted = generate(m, with);
     EXPECT_NE(adapted, base);
-    EXPECT_EQ(generate(req), base);
-    std::map<std::string, at::Tensor> saved;
-    for (const auto& [mod, f] : w.factors) {
-        at::Tensor wt = weight(m, mod);
-        saved[mod] = wt.clone();
-        at::Tensor fused = wt.to(at::kFloat, false, true);
-        fused.addmm_(f.second, f.first, 1.0, 1.5);
-        wt.copy_(fused);
-    }
-    const std::vector<uint8_t> by_hand = generate(req);
-    for (const auto& [mod, t] : saved) weight(m, mod).copy_(t);
-    EXPECT_EQ(adapted, by_hand);
+    EXPECT_EQ(generate(m, req), base);
+    EXPECT_EQ(adapted, by_hand(m, w, 1.5, req));
     // One module at a time: each one alone moves the fused image (none of the three is a stale copy).
     for (const auto& [mod, f] : w.factors) {
         at::Tensor wt = weight(m, mod);
         const at::Tensor keep = wt.clone();
         wt.add_(at::mm(f.second, f.first), 1.5);
-        EXPECT_NE(generate(req), base) << mod << " does not reach the fused path";
+        EXPECT_NE(generate(m, req), base) << mod << " does not reach the fused path";
         wt.copy_(keep);
     }
-    EXPECT_EQ(generate(req), base);
+    EXPECT_EQ(generate(m, req), base);
 }
 
 // Two threads with different adapter sets at once: each image is the one its set gives alone.
