@@ -687,42 +687,31 @@ func (s *Server) generateImages(ctx context.Context, m *servedModel, gen *cutena
 			s.imageCancelled(at, end, total)
 		}
 	}()
+	// report publishes the request's progress in steps of one image (n x steps in all).
+	report := func(step uint64) {
+		last.Store(step)
+		reportProgress(ctx, step, total)
+		select {
+		case progress <- [2]uint64{step, total}:
+		default: // a slow reader loses progress events, never the image
+		}
+	}
 	if s.cfg.BatchImages && n > 1 {
 		// One call: its steps denoise every image at once (progress counts n per step).
 		g := *gen
 		g.Seed, g.Count = uint64(seed), n
 		imgs, err := m.model.GenerateImages(ctx, &g, &cutenative.GenerateOptions{ProgressInterval: 10 * time.Millisecond,
-			Progress: func(done, _ uint64) {
-				step := done * uint64(n)
-				last.Store(step)
-				reportProgress(ctx, step, total)
-				select {
-				case progress <- [2]uint64{step, total}:
-				default:
-				}
-			}})
+			Progress: func(done, _ uint64) { report(done * uint64(n)) }})
 		if err != nil {
 			return res, err
 		}
-		res.images = imgs
-		res.lib = imgs[0].Timings
-		res.genMs = ms(time.Since(start))
-		s.metrics.countImages(m.name, n, n*steps, res.lib.Denoise/1000)
-		return res, nil
+		res.images, res.lib = imgs, imgs[0].Timings
 	}
-	for i := 0; i < n; i++ {
+	for i := 0; len(res.images) < n; i++ { // one image a call (none left after a batched call)
 		g := *gen
 		g.Seed = uint64(seed) + uint64(i)
 		img, err := m.model.GenerateWithOptions(ctx, &g, &cutenative.GenerateOptions{ProgressInterval: 10 * time.Millisecond,
-			Progress: func(done, _ uint64) {
-				step := uint64(i*steps) + done
-				last.Store(step)
-				reportProgress(ctx, step, total)
-				select {
-				case progress <- [2]uint64{step, total}:
-				default: // a slow reader loses progress events, never the image
-				}
-			}})
+			Progress: func(done, _ uint64) { report(uint64(i*steps) + done) }})
 		if err != nil {
 			return res, err
 		}
