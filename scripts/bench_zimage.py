@@ -30,8 +30,8 @@ steps, decode; the decode includes the copy of the pixels to the host; cutenativ
 prompts' text-encoder outputs, so its timed calls, which repeat the row's prompt, find theirs there and its first
 call does not). images/s: images per call x 1000 / warm ms. --batch-rows (default 512x4): N images per call,
 image i seeded seed + i on both sides (diffusers: num_images_per_prompt with one generator per image).
-After each row a cutenative model's mode is set again, which drops its captured graphs (their pools stay one
-row's). resident GB: the system's device memory that stays allocated (its weights: torch.cuda.memory_allocated around the
+After each row a cutenative model is switched to eager and back, which drops its captured graphs (their pools
+stay one row's). resident GB: the system's device memory that stays allocated (its weights: torch.cuda.memory_allocated around the
 pipeline's build / cn_model_create, which runs on this process's caching allocator since libcutenative links the
 same libtorch; plus what its calls left allocated, e.g. CUDA graph pools); peak GB: resident + the largest
 working set of its timed calls (torch.cuda.max_memory_allocated, reset before them, minus the allocation before
@@ -554,8 +554,9 @@ def main():
                     m = models[what]
                     r = meter.measure(key, lambda: m.generate(args.prompt, size, args.steps, guidance, args.seed, batch),
                                       args.runs)
-                    # Setting the mode again drops the model's captured graphs: pools stay one row's (the rows'
-                    # resident column shows them), and every model fits beside the others at 1536^2.
+                    # Eager and back drops the model's captured graphs (setting the same mode is a no-op): pools stay
+                    # one row's, and every model fits beside the others at 1536^2.
+                    m.check(lib.cn_model_set_mode(m.m, cn.CN_MODE_EAGER, m.err))
                     m.check(lib.cn_model_set_mode(m.m, MODES[what.split("+")[0]], m.err))
             except cn.CnError as e:
                 label += " (%s)" % e.status_name

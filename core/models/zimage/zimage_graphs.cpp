@@ -32,7 +32,6 @@ at::Tensor ZImageGraphs::forward(const GraphPool::Lock& lock, const ZImageDit& d
     c10::cuda::CUDAGuard guard(device_);
     std::vector<int64_t> key = g.key();
     key.insert(key.begin(), fused ? 1 : 0);
-    key.push_back(cap_feats.size(1));
     Entry& e = entries_.get(lock, key, [&] {
         auto en = std::make_unique<Entry>();
         en->g = g;  // same shapes, same values: a geometry depends on its key alone
